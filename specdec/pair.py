@@ -1,0 +1,81 @@
+"""A target with its drafter: loaded once, checked once, then shared read-only by every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specdec.drafters import Drafter, ModelDrafter, NgramDrafter
+from specdec.errors import SpecDecError
+from specdec.models import BUNDLED_TARGET, LoadedModel, check_tokenizers_match, load_model
+
+NGRAM = "ngram"
+
+
+def default_drafter(target_name: str) -> str:
+    """The drafter used when none is asked for (the bundled target has no trained draft yet)."""
+    return NGRAM
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    target: LoadedModel
+    draft: LoadedModel | None  # None for drafters that need no model (n-gram lookup)
+
+    @classmethod
+    def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
+        """`drafter` is "ngram", or a draft model's bundled name, Hugging Face id or folder."""
+        drafter = drafter or default_drafter(target_name)
+        target = load_model(target_name)
+        if drafter == NGRAM:
+            return cls(target, None)
+        draft = load_model(drafter)
+        check_tokenizers_match(target, draft)
+        return cls(target, draft)
+
+    @property
+    def drafter_name(self) -> str:
+        return NGRAM if self.draft is None else self.draft.name
+
+    def new_drafter(self) -> Drafter:
+        """A fresh drafter for one run: its KV cache is that run's alone."""
+        if self.draft is None:
+            return NgramDrafter(self.target.vocab_size)
+        return ModelDrafter(self.draft.model, self.target.vocab_size, name=self.draft.name)
+
+    @property
+    def stop_token_ids(self) -> set[int]:
+        eos = self.target.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.target.tokenizer.eos_token_id
+        return set(eos) if isinstance(eos, list) else {eos} if eos is not None else set()
+
+    def encode_prompt(self, prompt: str, chat: bool, max_new_tokens: int = 0) -> list[int]:
+        """Text -> token ids, with the target's chat template if asked; refuses empty and too long."""
+        if not prompt.strip():
+            raise SpecDecError("the prompt is empty: type some text to continue")
+        tokenizer = self.target.tokenizer
+        if chat:
+            if not getattr(tokenizer, "chat_template", None):
+                raise SpecDecError(f"model '{self.target.name}' has no chat template: turn chat off")
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+            )
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tokenizer(prompt)["input_ids"]
+        if not ids:
+            raise SpecDecError("the prompt encodes to no tokens: type some text to continue")
+        limit = self.target.context_length
+        if len(ids) + max_new_tokens > limit:
+            raise SpecDecError(
+                f"the prompt is {len(ids)} tokens; with {max_new_tokens} new tokens that exceeds "
+                f"the target's context of {limit} tokens: shorten it"
+            )
+        return ids
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.target.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def token_text(self, token_id: int) -> str:
+        """One token as text, special tokens included (for showing tokens one by one)."""
+        return self.target.tokenizer.decode([token_id])

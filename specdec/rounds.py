@@ -1,0 +1,225 @@
+"""The round loop of speculative decoding, and plain target-only decoding through the same model code.
+
+Both are generators that yield one record per target pass, so a CLI can stream them, an app can
+step through them, and metrics can be computed from them afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import torch
+
+from specdec.acceptance import Verdict, greedy_accept, speculative_accept
+from specdec.cached_model import CachedModel
+from specdec.drafters import Drafter
+from specdec.sampling import SamplingConfig, sample, warp_probs
+
+SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
+
+
+@dataclass(frozen=True)
+class ShownDistribution:
+    """A distribution cut down to the tokens worth showing: top tokens of p, q, residual and x."""
+
+    token_ids: list[int]
+    target_probs: list[float]  # p at those tokens
+    draft_probs: list[float] | None  # q at those tokens (None at position k+1, where nothing was drafted)
+    residual_probs: list[float] | None  # norm(max(0, p - q)) there, only at the first rejection
+
+
+@dataclass(frozen=True)
+class RoundTrace:
+    """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
+
+    index: int
+    context_length: int  # tokens in the sequence before this round
+    drafted_tokens: list[int]
+    positions: list[ShownDistribution]  # k + 1 entries: one per drafted token, plus the bonus slot
+    draft_token_probs: list[float]  # q_i(x_i)
+    target_token_probs: list[float]  # p_i(x_i)
+    accept_probs: list[float]  # min(1, p/q); greedy: 1 if x_i is the target's argmax, else 0
+    uniforms: list[float] | None  # the coin flips; None in greedy mode
+    num_accepted: int
+    next_token: int  # resampled from the residual, or the bonus from p_{k+1}
+    is_bonus: bool
+    emitted_tokens: list[int]  # accepted drafts + next_token (cut after an end-of-sequence token)
+    draft_seconds: float
+    verify_seconds: float  # the target's forward pass over k + 1 positions
+
+    @property
+    def gamma(self) -> int:
+        return len(self.drafted_tokens)
+
+    @property
+    def num_tested(self) -> int:
+        """Drafted positions that faced the test: up to and including the first rejection."""
+        return min(self.num_accepted + 1, self.gamma)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TargetStep:
+    """One step of plain decoding: one target pass, one token."""
+
+    index: int
+    token: int
+    seconds: float
+
+
+def _top_ids(probs: torch.Tensor, count: int) -> set[int]:
+    return set(probs.topk(min(count, probs.shape[-1])).indices.tolist())
+
+
+def shown_distribution(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    drafted_token: int | None,
+) -> ShownDistribution:
+    ids = _top_ids(target_probs, SHOWN_TOKENS)
+    for extra in (draft_probs, residual):
+        if extra is not None:
+            ids |= _top_ids(extra, SHOWN_TOKENS)
+    if drafted_token is not None:
+        ids.add(drafted_token)
+    order = sorted(ids, key=lambda t: -float(target_probs[t]))
+    index = torch.tensor(order, dtype=torch.long)
+
+    def at(probs: torch.Tensor | None) -> list[float] | None:
+        return None if probs is None else probs[index].tolist()
+
+    return ShownDistribution(order, at(target_probs), at(draft_probs), at(residual))
+
+
+def _trace(
+    index: int,
+    context_length: int,
+    drafted: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    verdict: Verdict,
+    emitted: list[int],
+    draft_seconds: float,
+    verify_seconds: float,
+) -> RoundTrace:
+    k = len(drafted)
+    positions = [
+        shown_distribution(
+            target_probs[i],
+            draft_probs[i] if i < k else None,
+            verdict.residual if i == verdict.num_accepted else None,
+            int(drafted[i]) if i < k else None,
+        )
+        for i in range(k + 1)
+    ]
+    return RoundTrace(
+        index=index,
+        context_length=context_length,
+        drafted_tokens=drafted.tolist(),
+        positions=positions,
+        draft_token_probs=verdict.draft_token_probs.tolist(),
+        target_token_probs=verdict.target_token_probs.tolist(),
+        accept_probs=verdict.accept_probs.tolist(),
+        uniforms=None if verdict.uniforms is None else verdict.uniforms.tolist(),
+        num_accepted=verdict.num_accepted,
+        next_token=verdict.next_token,
+        is_bonus=verdict.is_bonus,
+        emitted_tokens=emitted,
+        draft_seconds=draft_seconds,
+        verify_seconds=verify_seconds,
+    )
+
+
+def _prefill(model: CachedModel, tokens: list[int]) -> None:
+    """Feed the prompt but its last token, which each step feeds itself (with the drafts, if any)."""
+    if len(tokens) > 1:
+        model.extend(tokens[:-1], keep_last=1)
+
+
+def _cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[int], bool]:
+    for i, token in enumerate(tokens):
+        if token in stop_token_ids:
+            return tokens[: i + 1], True
+    return tokens, False
+
+
+def speculative_rounds(
+    target: CachedModel,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    gamma: int,
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    max_new_tokens: int,
+    stop_token_ids: set[int] = frozenset(),
+) -> Iterator[RoundTrace]:
+    """Draft gamma tokens, verify them in one target pass, keep the accepted ones; repeat."""
+    tokens = list(prompt_ids)
+    # Invariant at the start of every round: the target has seen all tokens but the last one.
+    _prefill(target, tokens)
+    num_new, index = 0, 0
+    while num_new < max_new_tokens:
+        # Leave room for the one token the target always adds, so we never overshoot the budget.
+        k = min(gamma, max_new_tokens - num_new - 1)
+
+        # 1. Draft: k tokens, each with the distribution q it was drawn from.
+        start = time.perf_counter()
+        draft = drafter.propose(tokens, k, sampling, generator)
+        drafted = time.perf_counter()
+
+        # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
+        logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
+        target_probs = warp_probs(logits, sampling)
+
+        # 3. Accept or reject each draft; emit the replacement or the bonus token.
+        if sampling.greedy:
+            verdict = greedy_accept(draft.tokens, draft.probs, target_probs)
+        else:
+            verdict = speculative_accept(draft.tokens, draft.probs, target_probs, generator)
+        verified = time.perf_counter()
+
+        accepted = draft.tokens[: verdict.num_accepted].tolist()
+        emitted, stopped = _cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
+        context_length = len(tokens)
+        tokens += emitted
+        num_new += len(emitted)
+
+        # 4. Roll back both KV caches: keep the context and the accepted drafts, drop the rest.
+        #    (The emitted last token is fed at the start of the next round.)
+        surviving = context_length + verdict.num_accepted
+        target.rollback(surviving)
+        drafter.rollback(surviving)
+
+        yield _trace(
+            index, context_length, draft.tokens, draft.probs, target_probs, verdict,
+            emitted, drafted - start, verified - drafted,
+        )  # fmt: skip
+        index += 1
+        if stopped:
+            return
+
+
+def target_only_steps(
+    target: CachedModel,
+    prompt_ids: list[int],
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    max_new_tokens: int,
+    stop_token_ids: set[int] = frozenset(),
+) -> Iterator[TargetStep]:
+    """Plain decoding, the baseline: one target pass per token, through the same CachedModel."""
+    tokens = list(prompt_ids)
+    _prefill(target, tokens)
+    for index in range(max_new_tokens):
+        start = time.perf_counter()
+        probs = warp_probs(target.extend(tokens[-1:]), sampling)  # (1, vocab)
+        token = int(sample(probs, sampling, generator))
+        tokens.append(token)
+        yield TargetStep(index, token, time.perf_counter() - start)
+        if token in stop_token_ids:
+            return

@@ -1,0 +1,38 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_models, browser helpers
+
+from tiny_models import save_tiny_model, tiny_model, tiny_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tokenizer):
+    return tiny_model(len(tokenizer), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_pair_dirs(tmp_path_factory):
+    """A tiny target and draft on disk (same tokenizer), plus a draft with another tokenizer."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {
+        "target": str(save_tiny_model(root / "target", 300, seed=0)),
+        "draft": str(save_tiny_model(root / "draft", 300, seed=1)),
+        # Padded wider than the vocabulary, as real families do: must still pair with the target.
+        "padded_draft": str(save_tiny_model(root / "padded", 320, seed=2)),
+        "other_tokenizer": str(save_tiny_model(root / "other", 300, seed=3, tokenizer_vocab=280)),
+    }
+
+
+@pytest.fixture(scope="session")
+def bundled_pair():
+    from specdec.pair import ModelPair
+
+    return ModelPair.load()

@@ -1,0 +1,166 @@
+"""The round loop on tiny random models built here: invariants, exactness, replays."""
+
+import itertools
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from tiny_models import perturbed_copy
+
+from specdec.cached_model import CachedModel
+from specdec.drafters import ModelDrafter, NgramDrafter
+from specdec.rounds import speculative_rounds, target_only_steps
+from specdec.sampling import SamplingConfig, warp_probs
+
+PROMPT = [5, 17, 42, 8, 99, 3]
+
+
+@pytest.fixture(scope="module")
+def vocab(tokenizer):
+    return len(tokenizer)
+
+
+@pytest.fixture(scope="module")
+def tiny_draft(tiny_target):
+    return perturbed_copy(tiny_target, scale=0.6, seed=7)
+
+
+def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma=4, prompt=PROMPT):
+    target = CachedModel(target_model, vocab)
+    generator = torch.Generator().manual_seed(seed)
+    traces = list(speculative_rounds(target, drafter, prompt, gamma, sampling, generator, max_new_tokens))
+    return traces, target
+
+
+def emitted(traces):
+    return [t for trace in traces for t in trace.emitted_tokens]
+
+
+@pytest.mark.parametrize("sampling", [SamplingConfig(temperature=0), SamplingConfig(temperature=1)], ids=str)
+def test_draft_equal_to_target_accepts_every_token(tiny_target, vocab, sampling):
+    traces, _ = run(tiny_target, ModelDrafter(tiny_target, vocab), vocab, sampling)
+    assert all(t.num_accepted == t.gamma for t in traces)
+    assert all(t.is_bonus for t in traces)
+
+
+@pytest.mark.parametrize("drafter_kind", ["model", "ngram"])
+def test_greedy_speculative_equals_greedy_target_only(tiny_target, tiny_draft, vocab, drafter_kind):
+    drafter = ModelDrafter(tiny_draft, vocab) if drafter_kind == "model" else NgramDrafter(vocab, min_ngram=1)
+    greedy = SamplingConfig(temperature=0)
+    traces, _ = run(tiny_target, drafter, vocab, greedy, max_new_tokens=40)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 40)]
+    assert emitted(traces) == plain
+    # Not a vacuous pass: drafts were accepted, and (for the model) some rejected along the way.
+    assert sum(t.num_accepted for t in traces) > 0
+    if drafter_kind == "model":
+        assert sum(t.num_accepted for t in traces) < sum(t.gamma for t in traces)
+
+
+def test_caches_are_rolled_back_to_the_sequence(tiny_target, tiny_draft, vocab):
+    """After each round both caches hold exactly the tokens the models have legitimately seen."""
+    target = CachedModel(tiny_target, vocab)
+    drafter = ModelDrafter(tiny_draft, vocab)
+    generator = torch.Generator().manual_seed(3)
+    length = len(PROMPT)
+    saw_full_accept = saw_rejection = False
+    for trace in speculative_rounds(target, drafter, PROMPT, 4, SamplingConfig(), generator, 40):
+        length += len(trace.emitted_tokens)
+        assert target.cache_length == length - 1  # all but the newest token, fed next round
+        # The draft never saw its own last draft; after a full accept it is one token further behind.
+        behind = 2 if trace.num_accepted == trace.gamma else 1
+        assert drafter.cached.cache_length == length - behind
+        saw_full_accept |= trace.num_accepted == trace.gamma
+        saw_rejection |= trace.num_accepted < trace.gamma
+    assert saw_full_accept and saw_rejection
+
+
+def test_same_seed_same_run_different_seed_different_run(tiny_target, tiny_draft, vocab):
+    def tokens(seed):
+        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(), seed=seed)
+        return emitted(traces), [t.uniforms for t in traces]
+
+    assert tokens(11) == tokens(11)
+    assert tokens(11) != tokens(12)
+
+
+def test_budget_is_respected_and_no_round_overshoots(tiny_target, tiny_draft, vocab):
+    for budget in (1, 2, 5, 13):
+        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(),
+                        max_new_tokens=budget)
+        assert len(emitted(traces)) == budget
+
+
+def test_stop_token_ends_the_run_and_is_kept(tiny_target, vocab):
+    greedy = SamplingConfig(temperature=0)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 20)]
+    stop = plain[5]
+    target = CachedModel(tiny_target, vocab)
+    traces = list(speculative_rounds(target, ModelDrafter(tiny_target, vocab), PROMPT, 4, greedy,
+                                     torch.Generator(), 20, stop_token_ids={stop}))
+    assert emitted(traces) == plain[: plain.index(stop) + 1]
+
+
+def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(), seed=5)
+    for t in traces:
+        assert len(t.positions) == t.gamma + 1 and len(t.uniforms) == t.gamma
+        for i, x in enumerate(t.drafted_tokens):
+            assert x in t.positions[i].token_ids  # the drafted token is always shown
+            assert t.accept_probs[i] == pytest.approx(min(1.0, t.target_token_probs[i] / t.draft_token_probs[i]))
+        assert t.positions[-1].draft_probs is None
+        if t.is_bonus:
+            assert all(p.residual_probs is None for p in t.positions)
+        else:
+            assert t.positions[t.num_accepted].residual_probs is not None
+        assert t.emitted_tokens[-1] == t.next_token
+
+
+def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab):
+    """Real (tiny) models, context-dependent p: the law of the first two tokens is the target's."""
+    warp = SamplingConfig(temperature=1.0, top_k=3)
+    prompt = PROMPT[:3]
+    # The exact target law of (y1, y2), from target passes alone.
+    model = CachedModel(tiny_target, vocab)
+    first = warp_probs(model.extend(prompt)[-1:], warp)[0]
+    exact = {}
+    for y1 in first.nonzero().flatten().tolist():
+        second = warp_probs(CachedModel(tiny_target, vocab).extend([*prompt, y1])[-1:], warp)[0]
+        for y2 in second.nonzero().flatten().tolist():
+            exact[(y1, y2)] = float(first[y1] * second[y2])
+    counts = dict.fromkeys(exact, 0)
+    for seed in range(1500):
+        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, warp, seed=seed,
+                        max_new_tokens=2, gamma=2, prompt=prompt)
+        counts[tuple(emitted(traces))] += 1  # KeyError = a pair the target cannot produce
+    keys = list(exact)
+    observed = [counts[k] for k in keys]
+    total = sum(exact.values())  # float32 products: renormalise so chisquare's sums agree
+    expected = [exact[k] / total * 1500 for k in keys]
+    assert chisquare(observed, expected).pvalue > 1e-3
+
+
+def test_ngram_drafter_proposes_the_latest_continuation(vocab):
+    drafter = NgramDrafter(vocab, max_ngram=2, min_ngram=1)
+    sequence = [1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2]
+    assert drafter.continuation(sequence, 3) == [4, 5, 6]  # latest earlier "1 2" is followed by 4 5 6
+    assert drafter.continuation([7, 8, 9], 3) == []
+    draft = drafter.propose(sequence, 3, SamplingConfig(), torch.Generator())
+    assert draft.probs.sum(-1).tolist() == [1.0, 1.0, 1.0]
+    assert draft.probs[torch.arange(3), draft.tokens].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_prompt_of_one_token(tiny_target, tiny_draft, vocab):
+    traces, target = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(),
+                         prompt=[7], max_new_tokens=6)
+    assert len(emitted(traces)) == 6 and target.cache_length == 6
+
+
+def test_every_top_k_combination_is_shown_consistently(tiny_target, tiny_draft, vocab):
+    for top_k, top_p in itertools.product([0, 5], [1.0, 0.5]):
+        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab,
+                        SamplingConfig(top_k=top_k, top_p=top_p), max_new_tokens=8)
+        for t in traces:
+            for shown in t.positions:
+                assert all(0.0 <= p <= 1.0 for p in shown.target_probs)
