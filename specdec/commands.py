@@ -22,13 +22,12 @@ def settings_from(args: argparse.Namespace, seed_offset: int = 0) -> Settings:
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
-    drafter = args.draft_model or args.drafter
-    pair = ModelPair.load(args.target_model, drafter)
-    if not args.json:
-        print(f"target: {pair.target.describe()}", file=sys.stderr)
-        print(f"drafter: {pair.draft.describe() if pair.draft else 'n-gram prompt lookup'}",
-              file=sys.stderr)
-    return pair
+    return ModelPair.load(args.target_model, args.draft_model or args.drafter)
+
+
+def describe_pair(pair: ModelPair) -> None:
+    print(f"target: {pair.target.describe()}", file=sys.stderr)
+    print(f"drafter: {pair.draft.describe() if pair.draft else 'n-gram prompt lookup'}", file=sys.stderr)
 
 
 def _summary_line(metrics: dict, speculative: bool) -> str:
@@ -47,6 +46,8 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
     settings = settings_from(args)  # validates the numbers before any model loads
     pair = load_pair(args)
     prompt_ids = pair.encode_prompt(prompt, args.chat, settings.max_new_tokens)
+    if not args.json:
+        describe_pair(pair)
     for sample_index in range(args.num_samples):
         settings = settings_from(args, seed_offset=sample_index)
         with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,

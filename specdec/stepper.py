@@ -1,0 +1,250 @@
+"""One run, stepped by hand: the object a browser session holds for the round-by-round view.
+
+No Streamlit here. The loaded pair is shared by every session of the process, so each use of the
+models (advancing the round generator) happens under one process-wide lock; everything else a
+Stepper holds (generator, caches, traces) belongs to its session alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+from specdec.generation import Settings, rounds
+from specdec.metrics import summarize
+from specdec.pair import ModelPair
+from specdec.rounds import RoundTrace
+
+MODEL_LOCK = threading.Lock()  # one model call at a time across all sessions of this process
+
+# Where an emitted token came from (the output line is coloured by this).
+ACCEPTED, RESAMPLED, BONUS = "accepted", "resampled", "bonus"
+
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+_BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+
+
+@lru_cache(maxsize=1)
+def _byte_level_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: printable stand-in character -> the byte it encodes."""
+    printable = list(range(ord("!"), ord("~") + 1))
+    printable += list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = [], 0
+    for byte in range(256):
+        if byte in printable:
+            chars.append(byte)
+        else:
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(code): byte for byte, code in zip(range(256), chars, strict=True)}
+
+
+def visible_text(text: str) -> str:
+    """Whitespace made visible: spaces ␣, newlines ↵, tabs ⇥; other control characters as <0xNN>."""
+    out = []
+    for char in text:
+        if char in _VISIBLE:
+            out.append(_VISIBLE[char])
+        elif ord(char) < 32 or ord(char) == 127:
+            out.append(f"<0x{ord(char):02X}>")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def token_label(pair: ModelPair, token_id: int) -> str:
+    """A token as a reader can see it: whitespace visible, incomplete UTF-8 pieces as <0xNN> bytes."""
+    text = pair.token_text(token_id)
+    if "\ufffd" not in text and text:
+        return visible_text(text)
+    raw = pair.target.tokenizer.convert_ids_to_tokens(token_id) or ""
+    if _BYTE_TOKEN.match(raw):  # SentencePiece byte-fallback tokens are already named <0xNN>
+        return raw.upper().replace("0X", "0x")
+    table = _byte_level_decoder()
+    if raw and all(char in table for char in raw):  # byte-level BPE: every character is one byte
+        return "".join(f"<0x{table[char]:02X}>" for char in raw)
+    return visible_text(text) or f"<id {token_id}>"
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The running totals shown above the round view (for rounds 0..shown)."""
+
+    rounds: int
+    target_passes: int  # one verification pass per round
+    tokens_emitted: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float  # accepted / drafted
+    tokens_per_pass: float
+
+
+@dataclass(frozen=True)
+class OutputToken:
+    token_id: int
+    label: str
+    origin: str  # ACCEPTED, RESAMPLED or BONUS
+    round_index: int
+    detail: str  # a one-line explanation, for a hover
+
+
+class Stepper:
+    """Holds one run's round generator and the traces so far; step forward, back, reset.
+
+    `shown` is the index of the round on screen (-1 before the first step). Stepping forward
+    replays a round already computed if the view went back, and only otherwise runs the models.
+    """
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        prompt_ids: list[int],
+        settings: Settings,
+        lock: threading.Lock = MODEL_LOCK,
+    ):
+        self.pair = pair
+        self.prompt_ids = list(prompt_ids)
+        self.settings = settings
+        self.lock = lock
+        self._labels: dict[int, str] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to before the first round, with fresh caches and a fresh generator (same seed)."""
+        self._rounds = None  # created on the first step, so resetting costs nothing
+        self.traces: list[RoundTrace] = []
+        self.shown = -1
+        self.finished = False
+
+    @property
+    def current(self) -> RoundTrace | None:
+        return self.traces[self.shown] if self.shown >= 0 else None
+
+    @property
+    def at_end(self) -> bool:
+        """True when no further round exists: generation stopped and the last round is shown."""
+        return self.finished and self.shown == len(self.traces) - 1
+
+    def step(self) -> RoundTrace | None:
+        """Show the next round (computing it if needed); None once generation has finished."""
+        if self.shown < len(self.traces) - 1:
+            self.shown += 1
+            return self.current
+        if self.finished:
+            return None
+        with self.lock:
+            if self._rounds is None:
+                self._rounds = rounds(self.pair, self.prompt_ids, self.settings)
+            trace = next(self._rounds, None)
+        if trace is None:
+            self.finished = True
+            return None
+        self.traces.append(trace)
+        self.shown = len(self.traces) - 1
+        if sum(len(t.emitted_tokens) for t in self.traces) >= self.settings.max_new_tokens or (
+            trace.emitted_tokens and trace.emitted_tokens[-1] in self.pair.stop_token_ids
+        ):
+            self.finished = True  # the generator would end here; say so without another call
+        return trace
+
+    def back(self) -> None:
+        self.shown = max(-1, self.shown - 1)
+
+    # -- what the page shows ------------------------------------------------------------------
+
+    def label(self, token_id: int) -> str:
+        if token_id not in self._labels:
+            self._labels[token_id] = token_label(self.pair, token_id)
+        return self._labels[token_id]
+
+    def labels_for(self, trace: RoundTrace) -> dict[int, str]:
+        """Labels of every token a round's charts name."""
+        ids = {*trace.drafted_tokens, trace.next_token}
+        for position in trace.positions:
+            ids.update(position.token_ids)
+        return {token_id: self.label(token_id) for token_id in ids}
+
+    def counters(self) -> Counters:
+        shown = self.traces[: self.shown + 1]
+        metrics = summarize(shown)
+        return Counters(
+            rounds=metrics.rounds,
+            target_passes=metrics.rounds,
+            tokens_emitted=metrics.tokens_emitted,
+            drafted=metrics.drafted,
+            accepted=metrics.accepted,
+            acceptance_rate=metrics.acceptance_rate,
+            tokens_per_pass=metrics.tokens_per_pass,
+        )
+
+    def output_tokens(self, upto: int | None = None) -> list[OutputToken]:
+        """Every token emitted by rounds 0..upto (default: the shown round), with its origin."""
+        last = self.shown if upto is None else upto
+        out = []
+        for trace in self.traces[: last + 1]:
+            for i, token in enumerate(trace.emitted_tokens):
+                if i < trace.num_accepted:
+                    origin = ACCEPTED
+                    detail = (
+                        f"round {trace.index + 1}: draft {i + 1} accepted "
+                        f"(q={trace.draft_token_probs[i]:.3f}, p={trace.target_token_probs[i]:.3f})"
+                    )
+                elif trace.is_bonus:
+                    origin, detail = BONUS, f"round {trace.index + 1}: bonus token drawn from p"
+                else:
+                    origin = RESAMPLED
+                    detail = f"round {trace.index + 1}: drawn from the residual after a rejection"
+                out.append(OutputToken(token, self.label(token), origin, trace.index, detail))
+        return out
+
+    def text(self) -> str:
+        return self.pair.decode([t for trace in self.traces[: self.shown + 1] for t in trace.emitted_tokens])
+
+    # -- export --------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """Everything computed so far, with token labels so the file reads on its own."""
+        labels = {}
+        for trace in self.traces:
+            labels.update(self.labels_for(trace))
+        sampling = self.settings.sampling
+        return {
+            "target": self.pair.target.name,
+            "drafter": self.pair.drafter_name,
+            "settings": {
+                "gamma": self.settings.gamma,
+                "temperature": sampling.temperature,
+                "top_k": sampling.top_k,
+                "top_p": sampling.top_p,
+                "max_new_tokens": self.settings.max_new_tokens,
+                "seed": self.settings.seed,
+            },
+            "prompt_ids": self.prompt_ids,
+            "token_labels": {str(k): v for k, v in sorted(labels.items())},
+            "rounds": [trace.to_dict() for trace in self.traces],
+            "metrics": summarize(self.traces).to_dict(),
+            "text": self.pair.decode([t for trace in self.traces for t in trace.emitted_tokens]),
+        }
+
+    def to_csv(self) -> str:
+        """One row per round computed so far."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow([
+            "round", "context_length", "drafted", "num_drafted", "num_accepted", "next_token",
+            "next_token_origin", "emitted", "accept_probs", "uniforms", "draft_seconds", "verify_seconds",
+        ])  # fmt: skip
+        for t in self.traces:
+            writer.writerow([
+                t.index + 1, t.context_length, " ".join(self.label(x) for x in t.drafted_tokens),
+                t.gamma, t.num_accepted, self.label(t.next_token), BONUS if t.is_bonus else RESAMPLED,
+                " ".join(self.label(x) for x in t.emitted_tokens),
+                " ".join(f"{a:.4f}" for a in t.accept_probs),
+                "" if t.uniforms is None else " ".join(f"{u:.4f}" for u in t.uniforms),
+                f"{t.draft_seconds:.6f}", f"{t.verify_seconds:.6f}",
+            ])  # fmt: skip
+        return buffer.getvalue()

@@ -1,0 +1,136 @@
+"""`python -m specdec`: flags, JSON shape, and a one-line message for each bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdec.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tiny_args(dirs, *extra):
+    return ["--target-model", dirs["target"], "--draft-model", dirs["draft"], *extra]
+
+
+def test_generate_json_shape(capsys, tiny_pair_dirs):
+    code, out, _ = run_cli(capsys, "generate", "--prompt", "def add(a, b):", "--json",
+                           "--max-new-tokens", "12", "--gamma", "3", "--num-samples", "2",
+                           "--seed", "4", *tiny_args(tiny_pair_dirs)[:4])
+    assert code == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["seed"] for r in records] == [4, 5]
+    for record in records:
+        assert len(record["token_ids"]) == 12 and isinstance(record["text"], str)
+        assert sum(len(r["emitted_tokens"]) for r in record["rounds"]) == 12
+        first = record["rounds"][0]
+        assert {"drafted_tokens", "num_accepted", "emitted_tokens", "draft_seconds",
+                "verify_seconds", "accept_probs", "uniforms"} <= first.keys()
+        assert {"acceptance_rate", "alpha", "tokens_per_pass", "tokens_per_second",
+                "theoretical_speedup"} <= record["metrics"].keys()
+    assert records[0]["token_ids"] != records[1]["token_ids"]
+
+
+def test_same_seed_same_output(capsys, tiny_pair_dirs):
+    argv = ["generate", "--prompt", "for i in", "--json", "--max-new-tokens", "10",
+            *tiny_args(tiny_pair_dirs)]
+    first = json.loads(run_cli(capsys, *argv)[1])
+    second = json.loads(run_cli(capsys, *argv)[1])
+    assert first["token_ids"] == second["token_ids"]
+
+
+def test_greedy_no_speculation_matches_speculation(capsys, tiny_pair_dirs, tmp_path):
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text("The quick brown", encoding="utf-8")
+    common = ["generate", "--prompt-file", prompt_file, "--json", "--temperature", "0",
+              "--max-new-tokens", "15", *tiny_args(tiny_pair_dirs)]
+    spec = json.loads(run_cli(capsys, *common)[1])
+    plain = json.loads(run_cli(capsys, *common, "--no-speculation")[1])
+    assert spec["token_ids"] == plain["token_ids"] and plain["rounds"] == []
+
+
+def test_ngram_drafter_and_sampling_flags(capsys, tiny_pair_dirs):
+    code, out, err = run_cli(capsys, "generate", "--prompt", "for i in range", "--drafter", "ngram",
+                             "--target-model", tiny_pair_dirs["target"], "--top-k", "5",
+                             "--top-p", "0.9", "--temperature", "0.7", "--max-new-tokens", "8")
+    assert code == 0 and out.strip()
+    assert "n-gram" in err and "tokens per target pass" in err
+
+
+BAD_INPUTS = {
+    "empty prompt": (["--prompt", "  "], "empty"),
+    "gamma 0": (["--prompt", "x", "--gamma", "0"], "gamma must be >= 1"),
+    "negative temperature": (["--prompt", "x", "--temperature", "-1"], "temperature must be >= 0"),
+    "top-p 0": (["--prompt", "x", "--top-p", "0"], "top-p must be in (0, 1]"),
+    "top-p above 1": (["--prompt", "x", "--top-p", "1.5"], "top-p must be in (0, 1]"),
+    "not a number": (["--prompt", "x", "--gamma", "two"], "invalid int value"),
+    "too long": (["--prompt", "word " * 400], "exceeds the target's context"),
+    "no prompt": ([], "required"),
+    "missing prompt file": (["--prompt-file", "/no/such/file.txt"], "cannot read prompt file"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_exits_nonzero_with_one_line(capsys, tiny_pair_dirs, case):
+    argv, message = BAD_INPUTS[case]
+    code, out, err = run_cli(capsys, "generate", *argv, "--target-model", tiny_pair_dirs["target"])
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_unknown_model_and_mismatched_pair_messages(capsys, tiny_pair_dirs):
+    code, _, err = run_cli(capsys, "generate", "--prompt", "x", "--target-model", "/no/such/model")
+    assert code == 2 and "could not load model '/no/such/model'" in err and err.count("\n") == 1
+    code, _, err = run_cli(capsys, "generate", "--prompt", "x", "--target-model", tiny_pair_dirs["target"],
+                           "--draft-model", tiny_pair_dirs["other_tokenizer"])
+    assert code == 2 and "tokenizers differ" in err and err.count("\n") == 1
+
+
+def test_real_process_prints_no_traceback(tiny_pair_dirs):
+    """The shell's view: exit status 2, one line on stderr, nothing else."""
+    result = subprocess.run(
+        [sys.executable, "-m", "specdec", "generate", "--prompt", "x", "--target-model",
+         tiny_pair_dirs["target"], "--draft-model", tiny_pair_dirs["other_tokenizer"]],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: tokenizers differ")
+
+
+def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):", "for i in"]}))
+    output = tmp_path / "bench.json"
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json",
+                           "--output", output, "--max-new-tokens", "8", "--temperature", "0",
+                           *tiny_args(tiny_pair_dirs))
+    assert code == 0
+    report = json.loads(out)
+    assert json.loads(output.read_text()) == report
+    entry = report["sets"]["mini"]
+    assert set(entry["tokens_per_second"]) == {"speculative", "target_only", "hf_assisted"}
+    assert entry["speculative_over_target_only"] > 0 and entry["speculative_over_hf_assisted"] > 0
+    assert 0 <= entry["alpha"] <= 1
+
+
+def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--no-hf",
+                           "--max-new-tokens", "6", "--drafter", "ngram",
+                           "--target-model", tiny_pair_dirs["target"])
+    assert code == 0 and "spec/target" in out and "mini" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    code, _, err = run_cli(capsys, "bench", "--prompt-set", bad, "--target-model", tiny_pair_dirs["target"])
+    assert code == 2 and "cannot read prompt set" in err

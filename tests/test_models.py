@@ -1,0 +1,61 @@
+"""Loading any pair from folders, and refusing pairs that do not share a tokenizer."""
+
+import pytest
+
+from specdec.errors import SpecDecError
+from specdec.generation import Settings, generate
+from specdec.pair import NGRAM, ModelPair
+from specdec.sampling import SamplingConfig
+
+
+def test_local_pair_loads_and_generates(tiny_pair_dirs):
+    pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+    assert pair.drafter_name == tiny_pair_dirs["draft"]
+    ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=10)
+    result = generate(pair, ids, Settings(gamma=3, max_new_tokens=10))
+    assert len(result.token_ids) == 10 and result.rounds
+
+
+def test_padded_draft_pairs_with_the_target(tiny_pair_dirs):
+    """Same vocabulary, wider embedding matrix (as within real families): allowed."""
+    pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["padded_draft"])
+    assert pair.draft.model.get_output_embeddings().weight.shape[0] == 320
+    ids = pair.encode_prompt("for i in", chat=False)
+    result = generate(pair, ids, Settings(gamma=2, sampling=SamplingConfig(0), max_new_tokens=6))
+    assert len(result.token_ids) == 6 and max(result.token_ids) < 300
+
+
+def test_mismatched_tokenizers_are_refused_with_a_message(tiny_pair_dirs):
+    with pytest.raises(SpecDecError, match="tokenizers differ"):
+        ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["other_tokenizer"])
+
+
+def test_unknown_model_is_refused_with_a_message(tmp_path):
+    with pytest.raises(SpecDecError, match="could not load model"):
+        ModelPair.load(str(tmp_path / "no-such-model"), NGRAM)
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n"])
+def test_empty_prompt_is_refused(tiny_pair_dirs, prompt):
+    pair = ModelPair.load(tiny_pair_dirs["target"], NGRAM)
+    with pytest.raises(SpecDecError, match="empty"):
+        pair.encode_prompt(prompt, chat=False)
+
+
+def test_prompt_longer_than_the_context_is_refused(tiny_pair_dirs):
+    pair = ModelPair.load(tiny_pair_dirs["target"], NGRAM)  # context: 256 positions
+    with pytest.raises(SpecDecError, match="exceeds the target's context of 256"):
+        pair.encode_prompt("the quick brown fox " * 100, chat=False)
+    with pytest.raises(SpecDecError, match="exceeds"):
+        pair.encode_prompt("the quick brown fox " * 10, chat=False, max_new_tokens=250)
+
+
+def test_chat_without_a_template_is_refused(tiny_pair_dirs):
+    pair = ModelPair.load(tiny_pair_dirs["target"], NGRAM)
+    with pytest.raises(SpecDecError, match="no chat template"):
+        pair.encode_prompt("hi", chat=True)
+
+
+def test_bad_gamma_is_refused():
+    with pytest.raises(SpecDecError, match="gamma"):
+        Settings(gamma=0)
