@@ -1,7 +1,30 @@
-"""specdec: the app. (The round-by-round pages are coming; see the README for the CLI meanwhile.)"""
+"""specdec: the app frame. Shared sidebar controls, the model pair (loaded once per process), pages.
+
+Run: streamlit run app.py   (SPECDEC_TARGET / SPECDEC_DRAFTER / SPECDEC_CHAT override the defaults)
+"""
+
+import sys
+from pathlib import Path
 
 import streamlit as st
 
-st.set_page_config(page_title="specdec", page_icon="🎯")
-st.title("specdec: speculative decoding, step by step")
-st.info("The interactive pages are coming. Meanwhile: `python -m specdec generate --help`.")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import pages.ui`
+
+from pages import ui  # noqa: E402
+
+st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
+
+ui.init_state()
+ui.sidebar_controls()
+pair, load_error = ui.load_pair()
+ui.model_status(pair, load_error)
+st.session_state["_pair_error"] = load_error  # pages read the pair through ui.load_pair (cached)
+ui.write_url()
+
+page = st.navigation(
+    [
+        st.Page("pages/home.py", title="Home", icon="🏠", default=True),
+        st.Page("pages/rounds.py", title="Round by round", icon="🔍", url_path="rounds"),
+    ]
+)
+page.run()

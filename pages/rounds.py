@@ -1,0 +1,320 @@
+"""Round by round: step through speculative decoding, one round in five stages."""
+
+import streamlit as st
+
+from pages import ui
+from specdec import charts
+from specdec.errors import SpecDecError
+from specdec.stepper import Stepper
+
+STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
+SPEEDS = {"slow": 2.0, "normal": 1.0, "fast": 0.5, "fastest": 0.25}  # seconds per stage
+CHART_CONFIG = {"displayModeBar": False}
+
+state = st.session_state
+state.setdefault("stage", 5)
+state.setdefault("playing", False)
+state.setdefault("animating", False)
+state.setdefault("speed", "normal")
+state.setdefault("animate_stages", True)
+
+st.title("Round by round")
+st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
+
+
+# -- prompt ------------------------------------------------------------------------------------
+
+
+def _use_ready_prompt() -> None:
+    choice = state.get("_ready")
+    if choice and " · " in choice:
+        category, number = choice.split(" · ", 1)
+        state["prompt"] = ui.ready_prompts()[category][int(number.split(".")[0]) - 1]
+        state["_prompt_w"] = state["prompt"]
+
+
+def _prompt_edited() -> None:
+    state["prompt"] = state["_prompt_w"]
+
+
+ready = [
+    f"{category} · {i + 1}. {text[:70]}"
+    for category, prompts in ui.ready_prompts().items()
+    for i, text in enumerate(prompts)
+]
+if "_prompt_w" not in state or state["_prompt_w"] != state["prompt"]:
+    state["_prompt_w"] = state["prompt"]  # the widget's own state is dropped when the page is left
+left, right = st.columns([3, 2])
+right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
+                placeholder="code, prose or copy-heavy…")  # fmt: skip
+left.text_area("Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited)
+
+pair, message = ui.load_pair()
+if pair is None:
+    st.error(message, icon="⚠️")
+    st.stop()
+try:
+    settings = ui.current_settings()
+    prompt_ids = pair.encode_prompt(state["prompt"], bool(state["chat"]), settings.max_new_tokens)
+except SpecDecError as error:
+    st.error(str(error), icon="⚠️")
+    st.stop()
+
+run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
+if state.get("_run_key") != run_key:
+    state["stepper"] = Stepper(pair, prompt_ids, settings)
+    state["_run_key"] = run_key
+    state["stage"], state["playing"], state["animating"] = 5, False, False
+stepper: Stepper = state["stepper"]
+greedy = settings.sampling.greedy
+
+
+# -- controls ----------------------------------------------------------------------------------
+
+
+def _step() -> None:
+    state["_clicked"] = True
+    if stepper.step() is not None:
+        state["stage"] = 1 if state["animate_stages"] else 5
+        state["animating"] = state["animate_stages"]
+    elif stepper.at_end:
+        state["playing"] = False
+
+
+def _back() -> None:
+    state["_clicked"] = True
+    stepper.back()
+    state["stage"], state["animating"] = 5, False
+
+
+def _reset() -> None:
+    state["_clicked"] = True
+    stepper.reset()
+    state["stage"], state["playing"], state["animating"] = 5, False, False
+
+
+def _play() -> None:
+    state["_clicked"] = True
+    state["playing"] = not state["playing"]
+    state["animating"] = False
+
+
+def _tick() -> None:
+    """One timer beat: the next stage of this round, or the next round."""
+    if state["animate_stages"] and stepper.current is not None and state["stage"] < 5:
+        state["stage"] += 1
+        return
+    if not state["playing"]:
+        state["animating"] = False
+        return
+    if stepper.step() is None:
+        state["playing"] = False
+        return
+    state["stage"] = 1 if state["animate_stages"] else 5
+
+
+timer_on = state["playing"] or state["animating"]
+
+# -- the round view (a fragment: buttons and timer beats redraw only this part) ----------------
+
+
+def _counters() -> None:
+    c = stepper.counters()
+    cols = st.columns(5)
+    cols[0].metric("Rounds", c.rounds)
+    cols[1].metric("Target passes", c.target_passes)
+    cols[2].metric("Tokens emitted", c.tokens_emitted)
+    cols[3].metric("Acceptance so far", f"{c.acceptance_rate:.0%}" if c.drafted else "–",
+                   help=f"{c.accepted} of {c.drafted} drafted tokens kept")  # fmt: skip
+    cols[4].metric("Tokens per pass", f"{c.tokens_per_pass:.2f}" if c.rounds else "–")
+
+
+def _draft_strip(trace, stage: int) -> str:
+    """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
+    chips = []
+    for i, token in enumerate(trace.drafted_tokens):
+        label = stepper.label(token)
+        q, p = trace.draft_token_probs[i], trace.target_token_probs[i]
+        if stage < 3:
+            note = f"q={q:.2f}" if stage == 1 else f"q={q:.2f} p={p:.2f}"
+            chips.append(ui.token_chip(label, "sd-draft", title=f"draft {i + 1}: {label}", note=note))
+        elif i < trace.num_accepted:
+            chips.append(ui.token_chip(label, style=ui.ORIGIN_STYLE["accepted"], note="✓",
+                                       title=f"draft {i + 1} accepted"))  # fmt: skip
+        elif i == trace.num_accepted:
+            chips.append(ui.token_chip(label, "sd-reject", note="✗", title=f"draft {i + 1} rejected"))
+        else:
+            chips.append(ui.token_chip(label, "sd-struck", title=f"draft {i + 1}: discarded, never tested"))
+    if stage >= 4:
+        origin = "bonus" if trace.is_bonus else "resampled"
+        chips.append(" → " + ui.token_chip(stepper.label(trace.next_token), style=ui.ORIGIN_STYLE[origin],
+                                           note=origin, title=f"{origin} token"))  # fmt: skip
+    if not chips:
+        return '<div class="sd-line"><i>the drafter proposed nothing this round (no n-gram match)</i></div>'
+    return f'<div class="sd-line">{"".join(chips)}</div>'
+
+
+def _position_picker(trace, count: int, label: str) -> int:
+    if count <= 1:
+        return 0
+    return st.select_slider(label, options=list(range(count)), format_func=lambda i: f"{i + 1}",
+                            key=f"_pos_{trace.index}_{count}")  # fmt: skip
+
+
+def _stage_drafting(trace, labels) -> None:
+    st.markdown(
+        f"The drafter proposes **{trace.gamma}** token(s), one after another, each drawn from its "
+        "distribution **q**. Nothing has been checked yet."
+    )
+    if trace.gamma == 0:
+        return
+    i = _position_picker(trace, trace.gamma, "Drafted token")
+    fig = charts.draft_chart(trace.positions[i], trace.drafted_tokens[i], labels,
+                             f"q at draft position {i + 1}: drafted {labels[trace.drafted_tokens[i]]}")  # fmt: skip
+    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c1_{trace.index}")
+
+
+def _stage_verify(trace, labels) -> None:
+    k = trace.gamma
+    st.markdown(
+        f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
+        f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
+    )
+    rows = []
+    for i, position in enumerate(trace.positions):
+        top = position.token_ids[0]
+        rows.append({
+            "position": i + 1,
+            "drafted x": labels[trace.drafted_tokens[i]] if i < k else "(bonus slot)",
+            "q(x)": round(trace.draft_token_probs[i], 4) if i < k else None,
+            "p(x)": round(trace.target_token_probs[i], 4) if i < k else None,
+            "target's top token": labels[top],
+            "p(top)": round(position.target_probs[0], 4),
+        })  # fmt: skip
+    st.dataframe(rows, hide_index=True, width="stretch")
+    i = _position_picker(trace, k + 1, "Position")
+    drafted = trace.drafted_tokens[i] if i < k else None
+    title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
+    fig = charts.distribution_chart(trace.positions[i], labels, title, highlight=drafted, show_residual=False)
+    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c2_{trace.index}")
+
+
+def _stage_accept(trace, labels) -> None:
+    if trace.gamma == 0:
+        st.markdown("Nothing was drafted, so there is nothing to test: the target's pass gives one token.")
+        return
+    if greedy:
+        st.markdown(
+            "**Greedy mode** (temperature 0): no coin flips. A draft is kept if it equals the target's "
+            "most likely token (argmax of p); the first mismatch ends the round."
+        )
+    else:
+        st.markdown(
+            "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
+            "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested."
+        )
+    st.plotly_chart(charts.acceptance_chart(trace, labels), config=CHART_CONFIG, key=f"_c3_{trace.index}")
+    lines = []
+    for i in range(trace.num_tested):
+        x = labels[trace.drafted_tokens[i]]
+        q, p, a = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
+        verdict = "**accept**" if i < trace.num_accepted else "**reject**"
+        if greedy:
+            top = labels[trace.positions[i].token_ids[0]]
+            rule = "matches" if i < trace.num_accepted else "differs from"
+            lines.append(f"{i + 1}. `{x}` {rule} the target's argmax `{top}` → {verdict}")
+        else:
+            u = trace.uniforms[i]
+            sign = "<" if i < trace.num_accepted else "≥"
+            lines.append(f"{i + 1}. `{x}`: q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio → {verdict}")
+    st.markdown("\n".join(lines))
+
+
+def _stage_correct(trace, labels) -> None:
+    k, j = trace.gamma, trace.num_accepted
+    nxt = labels[trace.next_token]
+    if trace.is_bonus:
+        st.markdown(
+            f"All {k} draft(s) were accepted, so the target's pass already holds p for the next position: "
+            f"the **bonus** token `{nxt}` is drawn from it" + (" (its argmax)." if greedy else ".")
+        )
+        title = f"p at position {k + 1}: bonus token {nxt}"
+        fig = charts.distribution_chart(trace.positions[k], labels, title, highlight=trace.next_token)
+    else:
+        rejected = labels[trace.drafted_tokens[j]]
+        rule = (
+            f"the target's argmax `{nxt}` replaces it"
+            if greedy
+            else f"a replacement `{nxt}` is drawn from the residual norm(max(0, p − q)), which removes "
+            "the mass q already had its chance at"
+        )
+        st.markdown(f"Draft {j + 1} `{rejected}` was rejected: {rule}. Drafts after it are discarded.")
+        title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
+        fig = charts.distribution_chart(trace.positions[j], labels, title, highlight=trace.next_token)
+    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c4_{trace.index}")
+
+
+def _stage_output(trace, labels) -> None:
+    st.markdown(
+        f"This round emitted **{len(trace.emitted_tokens)}** token(s) for **one** target pass "
+        f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token). "
+        "They join the output below (outlined)."
+    )
+
+
+STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage_correct, 5: _stage_output}
+
+
+@st.fragment(run_every=SPEEDS[state["speed"]] if timer_on else None)
+def round_view() -> None:
+    beat = not state.pop("_clicked", False) and not state.pop("_full_run", False)
+    if beat and timer_on:
+        _tick()
+    if (state["playing"] or state["animating"]) != timer_on:
+        st.rerun(scope="app")  # the timer starts or stops: the fragment must be set up again
+
+    cols = st.columns([1, 1, 1, 1, 2, 2])
+    cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end, width="stretch", key="b_step")
+    cols[1].button("Pause ⏸" if state["playing"] else "Play ▶", on_click=_play, width="stretch",
+                   disabled=stepper.at_end and not state["playing"], key="b_play")  # fmt: skip
+    cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
+    cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
+    cols[4].select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed")
+    cols[5].toggle("Animate stages", key="animate_stages")
+
+    _counters()
+    trace = stepper.current
+    if trace is None:
+        st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
+    else:
+        done = " · generation finished" if stepper.at_end else ""
+        st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
+        st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
+                             label_visibility="collapsed")  # fmt: skip
+        stage = state["stage"] or 5
+        labels = stepper.labels_for(trace)
+        st.markdown(_draft_strip(trace, stage), unsafe_allow_html=True)
+        STAGE_VIEWS[stage](trace, labels)
+
+    st.markdown("**Output so far**")
+    shows_current = trace is not None and (state["stage"] or 5) == 5
+    upto = stepper.shown if shows_current else stepper.shown - 1
+    new_round = trace.index if shows_current else None
+    st.markdown(ui.output_line(stepper.output_tokens(upto), new_round) + ui.legend(), unsafe_allow_html=True)
+
+    if stepper.traces:
+        cols = st.columns(2)
+        cols[0].download_button("Download trace (JSON)", data=_json(), file_name="specdec-trace.json",
+                                mime="application/json", key="b_json")  # fmt: skip
+        cols[1].download_button("Download rounds (CSV)", data=stepper.to_csv(), file_name="specdec-rounds.csv",
+                                mime="text/csv", key="b_csv")  # fmt: skip
+
+
+def _json() -> str:
+    import json
+
+    return json.dumps(stepper.to_dict(), indent=1)
+
+
+state["_full_run"] = True
+round_view()

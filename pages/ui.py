@@ -1,0 +1,201 @@
+"""What the pages share: the sidebar controls, the URL, the cached model pair, token HTML.
+
+Pages go widgets -> specdec API -> specdec.charts; nothing here touches torch.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from specdec.errors import SpecDecError
+from specdec.generation import Settings
+from specdec.models import BUNDLED_TARGET
+from specdec.pair import NGRAM, ModelPair
+from specdec.sampling import SamplingConfig
+from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
+
+READY_PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "ready_prompts.json"
+
+# Sidebar settings: session-state key -> (URL parameter, type, default).
+SETTINGS = {
+    "target": ("target", str, os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
+    "drafter": ("drafter", str, os.environ.get("SPECDEC_DRAFTER", NGRAM)),
+    "gamma": ("gamma", int, 4),
+    "temperature": ("temperature", float, 1.0),
+    "top_k": ("top_k", int, 0),
+    "top_p": ("top_p", float, 1.0),
+    "seed": ("seed", int, 0),
+    "max_new_tokens": ("max_new_tokens", int, 48),
+    "chat": ("chat", bool, os.environ.get("SPECDEC_CHAT", "1") != "0"),
+}
+LIMITS = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_k": (0, 1000), "top_p": (0.05, 1.0),
+          "seed": (0, 2**31 - 1), "max_new_tokens": (1, 256)}  # fmt: skip
+
+ORIGIN_STYLE = {
+    ACCEPTED: "background:#c8e6c9;border-color:#2e7d32",
+    RESAMPLED: "background:#ffe0b2;border-color:#ef6c00",
+    BONUS: "background:#bbdefb;border-color:#1565c0",
+}
+TOKEN_CSS = """
+<style>
+.sd-line {line-height: 2.1; font-family: ui-monospace, monospace; font-size: 0.95rem;}
+.sd-tok {border: 1px solid #9e9e9e; border-radius: 4px; padding: 1px 4px; margin: 0 2px 0 0;
+         white-space: pre; display: inline-block; line-height: 1.4;}
+.sd-tok small {color: #555; margin-left: 4px; font-size: 0.75rem;}
+.sd-new {outline: 2px solid #212121; outline-offset: 1px;}
+.sd-struck {text-decoration: line-through; color: #9e9e9e; background: #f5f5f5;}
+.sd-draft {background: #e1bee7; border-color: #8e24aa;}
+.sd-reject {background: #ffcdd2; border-color: #c62828; text-decoration: line-through;}
+.sd-legend span {margin-right: 10px;}
+</style>
+"""
+
+
+def ready_prompts() -> dict[str, list[str]]:
+    """{category: [prompt, ...]} from assets/ready_prompts.json."""
+    with open(READY_PROMPTS_FILE, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _parse(kind: type, text: str):
+    if kind is bool:
+        return text.lower() in ("1", "true", "on", "yes")
+    return kind(text)
+
+
+def _clamp(key: str, value):
+    if key in LIMITS:
+        low, high = LIMITS[key]
+        value = min(max(value, type(value)(low)), type(value)(high))
+    return value
+
+
+def init_state() -> None:
+    """On a session's first run: defaults, overridden by the URL (a shared link opens the same demo)."""
+    if st.session_state.get("_initialised"):
+        return
+    params = st.query_params
+    for key, (param, kind, default) in SETTINGS.items():
+        value = default
+        if param in params:
+            try:
+                value = _clamp(key, _parse(kind, params[param]))
+            except ValueError:
+                pass  # a mangled link falls back to the default
+        st.session_state[key] = value
+    first = next(iter(ready_prompts().values()))[0]
+    st.session_state["prompt"] = params.get("prompt", first)
+    st.session_state["_initialised"] = True
+
+
+def write_url() -> None:
+    """Keep the URL in step with the settings and prompt, so the address bar is a shareable link."""
+    wanted = {param: str(st.session_state[key]) for key, (param, _, _) in SETTINGS.items()}
+    wanted["prompt"] = st.session_state.get("prompt", "")
+    if dict(st.query_params) != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def _widget(render, label: str, key: str, *args, **kwargs) -> None:
+    """A sidebar widget mirroring the plain session key `key` (widget state alone does not survive
+    page switches under st.navigation; the plain key does, and the URL is written from it)."""
+    st.session_state[f"w_{key}"] = st.session_state[key]
+
+    def copy_back() -> None:
+        st.session_state[key] = st.session_state[f"w_{key}"]
+
+    render(label, *args, key=f"w_{key}", on_change=copy_back, **kwargs)
+
+
+def sidebar_controls() -> None:
+    """The shared controls. Rendered by app.py on every page, so they keep their values across pages."""
+    sb = st.sidebar
+    sb.header("Models")
+    _widget(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
+    _widget(sb.text_input, "Drafter", "drafter",
+            help="'ngram' (copy from the prompt, no model) or a draft model's id or folder")  # fmt: skip
+    sb.header("Decoding")
+    _widget(sb.slider, "γ: tokens drafted per round", "gamma", *LIMITS["gamma"])
+    _widget(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
+    _widget(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
+    _widget(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
+    _widget(sb.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
+    _widget(sb.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
+    _widget(sb.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _load_pair(target: str, drafter: str) -> ModelPair:
+    """Weights and tokenizers only, once per process, shared by every session (read-only)."""
+    return ModelPair.load(target, drafter)
+
+
+def load_pair() -> tuple[ModelPair | None, str | None]:
+    """The pair the sidebar names, or (None, one-line message) if it cannot be loaded."""
+    target = st.session_state["target"].strip()
+    drafter = st.session_state["drafter"].strip() or NGRAM
+    if not target:
+        return None, "the target model name is empty: type a bundled name, Hugging Face id or folder"
+    try:
+        with st.spinner(f"Loading {target} and drafter {drafter} (once per server)…"):
+            return _load_pair(target, drafter), None
+    except SpecDecError as error:
+        return None, str(error)
+    except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return None, f"could not load the models: {type(error).__name__}: {first}"
+
+
+def model_status(pair: ModelPair | None, message: str | None) -> None:
+    sb = st.sidebar
+    sb.header("Status")
+    if pair is None:
+        sb.error(message, icon="⚠️")
+        return
+    sb.caption(f"**Target:** {html.escape(pair.target.describe())}")
+    if pair.draft is None:
+        sb.caption("**Drafter:** n-gram prompt lookup (no model, q = 1 on the copied token)")
+    else:
+        sb.caption(f"**Draft:** {html.escape(pair.draft.describe())}")
+
+
+def current_settings() -> Settings:
+    """The sidebar's values as engine settings (SpecDecError on bad values)."""
+    s = st.session_state
+    sampling = SamplingConfig(float(s["temperature"]), int(s["top_k"]), float(s["top_p"]))
+    return Settings(int(s["gamma"]), sampling, int(s["max_new_tokens"]), int(s["seed"]))
+
+
+def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:
+    """One token as escaped HTML. Labels, titles and notes are untrusted: all escaped."""
+    title_attr = f' title="{html.escape(title, quote=True)}"' if title else ""
+    note_html = f"<small>{html.escape(note)}</small>" if note else ""
+    style_attr = f' style="{style}"' if style else ""
+    return f'<span class="sd-tok {style_class}"{style_attr}{title_attr}>{html.escape(label)}{note_html}</span>'
+
+
+def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
+    """The text so far, one chip per token, coloured by origin; the newest round's tokens outlined."""
+    if not tokens:
+        return '<div class="sd-line"><i>(no tokens yet: press Step)</i></div>'
+    chips = [
+        token_chip(t.label, "sd-new" if t.round_index == new_round else "", ORIGIN_STYLE[t.origin],
+                   title=f"{t.label} · {t.detail}")  # fmt: skip
+        for t in tokens
+    ]
+    return f'<div class="sd-line">{"".join(chips)}</div>'
+
+
+def legend() -> str:
+    return (
+        '<div class="sd-legend sd-line">'
+        + token_chip("accepted draft", style=ORIGIN_STYLE[ACCEPTED])
+        + token_chip("resampled after a rejection", style=ORIGIN_STYLE[RESAMPLED])
+        + token_chip("bonus (all drafts accepted)", style=ORIGIN_STYLE[BONUS])
+        + "</div>"
+    )
