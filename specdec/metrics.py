@@ -45,8 +45,9 @@ class RunMetrics:
     verify_seconds: float
     tokens_per_second: float
     cost_ratio: float
-    gamma: int
-    theoretical_speedup: float  # from the measured alpha, gamma and cost ratio
+    gamma: int  # the most tokens drafted in a round
+    mean_drafted: float  # tokens drafted per round (an n-gram drafter often proposes fewer than γ)
+    theoretical_speedup: float  # from the measured alpha, the drafted lengths and the cost ratio
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +76,9 @@ def summarize(traces: Sequence[RoundTrace], wall_seconds: float | None = None) -
         per_position.append(kept / len(reached) if reached else None)
     alpha = _ratio(accepted, tested)
     cost_ratio = _ratio(_ratio(draft_seconds, drafted), _ratio(verify_seconds, len(traces)))
+    mean_drafted = _ratio(drafted, len(traces))
+    # The paper assumes γ drafts every round; average its expectation over the rounds' real lengths.
+    expected_per_pass = _ratio(sum(expected_tokens_per_pass(alpha, t.gamma) for t in traces), len(traces))
     return RunMetrics(
         rounds=len(traces),
         tokens_emitted=emitted,
@@ -91,5 +95,6 @@ def summarize(traces: Sequence[RoundTrace], wall_seconds: float | None = None) -
         tokens_per_second=_ratio(emitted, wall_seconds or (draft_seconds + verify_seconds)),
         cost_ratio=cost_ratio,
         gamma=gamma,
-        theoretical_speedup=theoretical_speedup(alpha, gamma, cost_ratio),
+        mean_drafted=mean_drafted,
+        theoretical_speedup=_ratio(expected_per_pass, mean_drafted * cost_ratio + 1.0),
     )

@@ -41,7 +41,15 @@ def test_summary_of_hand_made_rounds():
     assert m.per_position_acceptance[:3] == [pytest.approx(2 / 3), 1.0, pytest.approx(0.5)]
     assert m.tokens_per_second == pytest.approx(9.0)
     assert m.cost_ratio == pytest.approx((0.12 / 12) / 0.1)
+    assert m.mean_drafted == 4.0
     assert m.theoretical_speedup == pytest.approx(theoretical_speedup(0.75, 4, 0.1))
+
+
+def test_theory_follows_the_drafted_lengths_of_each_round():
+    """An n-gram drafter may propose 0 tokens in a round: that round expects exactly 1 token."""
+    m = summarize([trace(0, 0, draft_seconds=0.0), trace(2, 2, draft_seconds=0.0)])
+    assert m.alpha == 1.0 and m.mean_drafted == 1.0
+    assert m.theoretical_speedup == pytest.approx((1 + 3) / 2)
 
 
 def test_summary_of_nothing_is_zeros():
