@@ -1,5 +1,7 @@
 """Round by round: step through speculative decoding, one round in five stages."""
 
+import re
+
 import streamlit as st
 
 from pages import ui
@@ -11,6 +13,7 @@ STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct
 SPEEDS = {"slow": 2.0, "normal": 1.0, "fast": 0.5, "fastest": 0.25}  # seconds per stage
 CHART_CONFIG = {"displayModeBar": False}
 
+ui.init_state()  # app.py did this already; repeated so the page also runs on its own (AppTest)
 state = st.session_state
 state.setdefault("stage", 5)
 state.setdefault("playing", False)
@@ -222,11 +225,11 @@ def _stage_accept(trace, labels) -> None:
         if greedy:
             top = labels[trace.positions[i].token_ids[0]]
             rule = "matches" if i < trace.num_accepted else "differs from"
-            lines.append(f"{i + 1}. `{x}` {rule} the target's argmax `{top}` → {verdict}")
+            lines.append(f"{i + 1}. {_code(x)} {rule} the target's argmax {_code(top)} → {verdict}")
         else:
             u = trace.uniforms[i]
             sign = "<" if i < trace.num_accepted else "≥"
-            lines.append(f"{i + 1}. `{x}`: q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio → {verdict}")
+            lines.append(f"{i + 1}. {_code(x)}: q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio → {verdict}")
     st.markdown("\n".join(lines))
 
 
@@ -236,19 +239,19 @@ def _stage_correct(trace, labels) -> None:
     if trace.is_bonus:
         st.markdown(
             f"All {k} draft(s) were accepted, so the target's pass already holds p for the next position: "
-            f"the **bonus** token `{nxt}` is drawn from it" + (" (its argmax)." if greedy else ".")
+            f"the **bonus** token {_code(nxt)} is drawn from it" + (" (its argmax)." if greedy else ".")
         )
         title = f"p at position {k + 1}: bonus token {nxt}"
         fig = charts.distribution_chart(trace.positions[k], labels, title, highlight=trace.next_token)
     else:
         rejected = labels[trace.drafted_tokens[j]]
         rule = (
-            f"the target's argmax `{nxt}` replaces it"
+            f"the target's argmax {_code(nxt)} replaces it"
             if greedy
-            else f"a replacement `{nxt}` is drawn from the residual norm(max(0, p − q)), which removes "
+            else f"a replacement {_code(nxt)} is drawn from the residual norm(max(0, p − q)), which removes "
             "the mass q already had its chance at"
         )
-        st.markdown(f"Draft {j + 1} `{rejected}` was rejected: {rule}. Drafts after it are discarded.")
+        st.markdown(f"Draft {j + 1} {_code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
         fig = charts.distribution_chart(trace.positions[j], labels, title, highlight=trace.next_token)
     st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c4_{trace.index}")
@@ -260,6 +263,13 @@ def _stage_output(trace, labels) -> None:
         f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token). "
         "They join the output below (outlined)."
     )
+
+
+def _code(label: str) -> str:
+    """A token label as inline code in Markdown, whatever backticks it holds."""
+    longest = max((len(part) for part in re.findall(r"`+", label)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {label} {fence}"
 
 
 STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage_correct, 5: _stage_output}

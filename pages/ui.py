@@ -21,17 +21,18 @@ from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 
 READY_PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "ready_prompts.json"
 
-# Sidebar settings: session-state key -> (URL parameter, type, default).
+# Sidebar settings: session-state key -> (URL parameter, type, default). Defaults read from the
+# environment are read when a session starts (so tests can point the app at other models).
 SETTINGS = {
-    "target": ("target", str, os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
-    "drafter": ("drafter", str, os.environ.get("SPECDEC_DRAFTER", NGRAM)),
-    "gamma": ("gamma", int, 4),
-    "temperature": ("temperature", float, 1.0),
-    "top_k": ("top_k", int, 0),
-    "top_p": ("top_p", float, 1.0),
-    "seed": ("seed", int, 0),
-    "max_new_tokens": ("max_new_tokens", int, 48),
-    "chat": ("chat", bool, os.environ.get("SPECDEC_CHAT", "1") != "0"),
+    "target": ("target", str, lambda: os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
+    "drafter": ("drafter", str, lambda: os.environ.get("SPECDEC_DRAFTER", NGRAM)),
+    "gamma": ("gamma", int, lambda: 4),
+    "temperature": ("temperature", float, lambda: 1.0),
+    "top_k": ("top_k", int, lambda: 0),
+    "top_p": ("top_p", float, lambda: 1.0),
+    "seed": ("seed", int, lambda: 0),
+    "max_new_tokens": ("max_new_tokens", int, lambda: 48),
+    "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
 }
 LIMITS = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_k": (0, 1000), "top_p": (0.05, 1.0),
           "seed": (0, 2**31 - 1), "max_new_tokens": (1, 256)}  # fmt: skip
@@ -76,12 +77,15 @@ def _clamp(key: str, value):
 
 
 def init_state() -> None:
-    """On a session's first run: defaults, overridden by the URL (a shared link opens the same demo)."""
+    """On a session's first run: defaults, overridden by the URL (a shared link opens the same demo).
+    Keys already in the session state (set by a test) are kept."""
     if st.session_state.get("_initialised"):
         return
     params = st.query_params
     for key, (param, kind, default) in SETTINGS.items():
-        value = default
+        if key in st.session_state:
+            continue
+        value = default()
         if param in params:
             try:
                 value = _clamp(key, _parse(kind, params[param]))
@@ -89,7 +93,7 @@ def init_state() -> None:
                 pass  # a mangled link falls back to the default
         st.session_state[key] = value
     first = next(iter(ready_prompts().values()))[0]
-    st.session_state["prompt"] = params.get("prompt", first)
+    st.session_state.setdefault("prompt", params.get("prompt", first))
     st.session_state["_initialised"] = True
 
 

@@ -1,0 +1,153 @@
+"""The app through streamlit.testing.v1.AppTest, pointed at the tiny pair: pages, buttons, errors."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROUNDS = "pages/rounds.py"
+PROMPT = "def add(a, b):\n    return a + b\n"
+XSS = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"
+
+
+def make_app(tiny_pair_dirs, page=None, **state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    preset = {"target": tiny_pair_dirs["target"], "drafter": tiny_pair_dirs["draft"], "chat": False,
+              "prompt": PROMPT, **state}  # fmt: skip
+    for key, value in preset.items():
+        at.session_state[key] = value
+    at.run()  # the frame first (AppTest reruns only the page script after the first run)
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_home_page_loads(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs)
+    assert_clean(at)
+    assert not errors(at)
+    assert "step by step" in at.title[0].value
+
+
+def test_environment_names_the_models(tiny_pair_dirs, monkeypatch):
+    monkeypatch.setenv("SPECDEC_TARGET", tiny_pair_dirs["target"])
+    monkeypatch.setenv("SPECDEC_DRAFTER", "ngram")
+    monkeypatch.setenv("SPECDEC_CHAT", "0")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert_clean(at)
+    assert at.session_state["target"] == tiny_pair_dirs["target"] and not at.session_state["chat"]
+
+
+def test_step_back_reset_and_every_stage(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS)
+    assert_clean(at)
+    assert metrics(at)["Rounds"] == "0"
+    at.button(key="b_step").click().run()
+    at.button(key="b_step").click().run()
+    assert_clean(at)
+    assert metrics(at)["Rounds"] == "2" and metrics(at)["Target passes"] == "2"
+    assert int(metrics(at)["Tokens emitted"]) >= 2
+    for stage in [1, 2, 3, 4, 5]:
+        at.segmented_control(key="stage").set_value(stage).run()
+        assert_clean(at)
+    assert any("sd-tok" in m.value for m in at.markdown)  # the output line
+    at.button(key="b_back").click().run()
+    assert metrics(at)["Rounds"] == "1"
+    at.button(key="b_reset").click().run()
+    assert_clean(at)
+    assert metrics(at)["Rounds"] == "0"
+
+
+def test_same_settings_same_rounds(tiny_pair_dirs):
+    runs = []
+    for _ in range(2):
+        at = make_app(tiny_pair_dirs, ROUNDS, seed=7)
+        for _ in range(3):
+            at.button(key="b_step").click().run()
+        runs.append([t.emitted_tokens for t in at.session_state["stepper"].traces])
+    assert runs[0] == runs[1] and len(runs[0]) == 3
+
+
+def test_changing_the_prompt_starts_a_fresh_run(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS)
+    at.button(key="b_step").click().run()
+    at.text_area(key="_prompt_w").input("for i in range(10):\n    print(i)\n").run()
+    assert_clean(at)
+    assert metrics(at)["Rounds"] == "0"
+
+
+def test_greedy_mode_shows_the_argmax_rule(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS, temperature=0.0)
+    at.button(key="b_step").click().run()
+    at.segmented_control(key="stage").set_value(3).run()
+    assert_clean(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "Greedy mode" in text and "u ~ Uniform" not in text
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ({"prompt": "   "}, "the prompt is empty"),
+        ({"prompt": "word " * 400}, "exceeds the target's context"),
+        ({"target": "/no/such/model/folder"}, "could not load model '/no/such/model/folder'"),
+        ({"drafter": "other_tokenizer"}, "tokenizers differ"),
+        ({"target": ""}, "target model name is empty"),
+    ],
+    ids=["empty-prompt", "long-prompt", "missing-folder", "mismatched-pair", "empty-target"],
+)
+def test_bad_input_shows_a_message_not_a_traceback(tiny_pair_dirs, state, message):
+    if state.get("drafter") == "other_tokenizer":
+        state = {"drafter": tiny_pair_dirs["other_tokenizer"]}
+    at = make_app(tiny_pair_dirs, ROUNDS, **state)
+    assert_clean(at)
+    assert any(message in e for e in errors(at)), errors(at)
+    # The rest of the app keeps working: the home page and a good prompt.
+    at.switch_page("pages/home.py").run()
+    assert_clean(at)
+
+
+def test_untrusted_text_is_escaped(tiny_pair_dirs, monkeypatch):
+    from specdec.stepper import Stepper
+
+    monkeypatch.setattr(Stepper, "label", lambda self, token_id: XSS)
+    at = make_app(tiny_pair_dirs, ROUNDS, prompt=XSS, drafter="ngram")
+    for _ in range(2):
+        at.button(key="b_step").click().run()
+    html_seen, plain = [], []
+    for stage in [1, 2, 3, 4, 5]:
+        at.segmented_control(key="stage").set_value(stage).run()
+        assert_clean(at)
+        html_seen += [m.value for m in at.markdown if m.proto.allow_html]
+        plain += [m.value for m in at.markdown if not m.proto.allow_html]
+    assert "` <script>alert(1)</script>" in "\n".join(plain)  # inline code: Streamlit escapes it
+    everything = "\n".join(html_seen)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in everything
+    assert "<script" not in everything.lower() and "<img" not in everything.lower()
+
+
+def test_the_url_carries_prompt_and_settings(tiny_pair_dirs):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["target"] = tiny_pair_dirs["target"]
+    at.session_state["drafter"] = tiny_pair_dirs["draft"]
+    at.query_params.update({"gamma": "2", "seed": "11", "chat": "0", "prompt": "The quick brown fox"})
+    at.run()
+    at.switch_page(ROUNDS).run()
+    assert_clean(at)
+    assert at.session_state["gamma"] == 2 and at.session_state["seed"] == 11
+    assert at.session_state["prompt"] == "The quick brown fox"
+    assert at.session_state["stepper"].settings.gamma == 2
+    assert at.query_params["gamma"] == ["2"] or at.query_params["gamma"] == "2"

@@ -1,0 +1,78 @@
+"""Chart builders on hand-built traces: no model, no Streamlit."""
+
+from specdec import charts
+from specdec.rounds import RoundTrace, ShownDistribution
+
+LABELS = {1: "␣the", 2: "cat", 3: "<script>alert(1)</script>", 4: "dog"}
+
+
+def position(residual=False, draft=True):
+    return ShownDistribution(
+        token_ids=[1, 2, 3, 4],
+        target_probs=[0.5, 0.3, 0.15, 0.05],
+        draft_probs=[0.1, 0.6, 0.2, 0.1] if draft else None,
+        residual_probs=[0.8, 0.0, 0.0, 0.2] if residual else None,
+    )
+
+
+def trace(uniforms=(0.05, 0.9, 0.3), num_accepted=1, is_bonus=False):
+    return RoundTrace(
+        index=0, context_length=10, drafted_tokens=[1, 2, 3],
+        positions=[position(), position(residual=not is_bonus), position(), position(draft=False)],
+        draft_token_probs=[0.1, 0.6, 0.2], target_token_probs=[0.5, 0.3, 0.15],
+        accept_probs=[1.0, 0.5, 0.75], uniforms=None if uniforms is None else list(uniforms),
+        num_accepted=num_accepted, next_token=1, is_bonus=is_bonus, emitted_tokens=[1, 1],
+        draft_seconds=0.01, verify_seconds=0.02,
+    )  # fmt: skip
+
+
+def test_draft_chart_highlights_the_drafted_token_and_escapes_labels():
+    fig = charts.draft_chart(position(), drafted=3, labels=LABELS, title="q at <b>1</b>")
+    bar = fig.data[0]
+    assert list(bar.y) == sorted(bar.y, reverse=True)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in bar.x and "<script>alert(1)</script>" not in bar.x
+    colors = dict(zip(bar.x, bar.marker.color, strict=True))
+    assert colors["&lt;script&gt;alert(1)&lt;/script&gt;"] == charts.Q_COLOR
+    assert sum(c == charts.Q_COLOR for c in bar.marker.color) == 1
+    assert "<b>" not in fig.layout.title.text
+
+
+def test_distribution_chart_shows_p_q_and_residual_only_where_given():
+    plain = charts.distribution_chart(position(), LABELS, "t", highlight=2, show_residual=True)
+    assert [d.name for d in plain.data] == ["p (target)", "q (draft)"]
+    widths = list(plain.data[0].marker.line.width)
+    assert widths[1] == 3 and sum(widths) == 3  # only token 2 (second by p) is outlined
+    full = charts.distribution_chart(position(residual=True), LABELS, "t", highlight=1)
+    assert len(full.data) == 3 and full.data[2].name.startswith("residual")
+    assert list(full.data[2].y) == [0.8, 0.0, 0.0, 0.2]
+    hidden = charts.distribution_chart(position(residual=True), LABELS, "t", show_residual=False)
+    assert len(hidden.data) == 2
+    bonus = charts.distribution_chart(position(draft=False), LABELS, "t")
+    assert [d.name for d in bonus.data] == ["p (target)"]
+
+
+def test_distribution_chart_keeps_a_highlighted_token_beyond_the_top():
+    many = ShownDistribution(list(range(20)), [1 / 20] * 20, None, None)
+    fig = charts.distribution_chart(many, {}, "t", highlight=19)
+    assert len(fig.data[0].x) == charts.MAX_BARS and "&lt;id 19&gt;" in fig.data[0].x
+
+
+def test_acceptance_chart_marks_u_for_tested_positions_only():
+    fig = charts.acceptance_chart(trace(), LABELS)
+    u = [d for d in fig.data if d.name and d.name.startswith("u ")]
+    assert len(u) == 1 and list(u[0].x) == [0.05, 0.9]  # 2 tested: one accepted, one rejected
+    assert list(u[0].marker.color) == [charts.ACCEPT_COLOR, charts.REJECT_COLOR]
+    zones = [d for d in fig.data if d.type == "bar" and d.opacity == 0.35]
+    assert [z.marker.color for z in zones] == [charts.ACCEPT_COLOR, charts.REJECT_COLOR, charts.MUTED_COLOR]
+    assert "u &lt; min(1, p/q)" in fig.layout.title.text  # escaped; Plotly shows "<"
+
+
+def test_acceptance_chart_greedy_has_no_coin():
+    fig = charts.acceptance_chart(trace(uniforms=None), LABELS)
+    assert not [d for d in fig.data if d.name and d.name.startswith("u ")]
+    assert "greedy" in fig.layout.title.text
+
+
+def test_duplicate_labels_stay_distinct():
+    fig = charts.draft_chart(position(), 1, {1: "x", 2: "x", 3: "x", 4: "y"}, "t")
+    assert len(set(fig.data[0].x)) == len(fig.data[0].x)

@@ -1,0 +1,141 @@
+"""The per-session stepper on the tiny pair: step, back, reset, replays, counters, labels, export."""
+
+import csv
+import io
+import json
+import threading
+
+import pytest
+
+from specdec.generation import Settings
+from specdec.metrics import summarize
+from specdec.pair import ModelPair
+from specdec.sampling import SamplingConfig
+from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper, token_label, visible_text
+
+PROMPT = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_pair_dirs):
+    return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+
+
+def make(pair, temperature=1.0, max_new_tokens=20, seed=0, lock=None):
+    settings = Settings(3, SamplingConfig(temperature=temperature), max_new_tokens, seed)
+    ids = pair.encode_prompt(PROMPT, chat=False, max_new_tokens=max_new_tokens)
+    return Stepper(pair, ids, settings, **({"lock": lock} if lock else {}))
+
+
+def run_to_end(stepper):
+    while stepper.step() is not None:
+        pass
+    return stepper
+
+
+def test_step_back_and_forward_replays_the_same_round(pair):
+    stepper = make(pair)
+    assert stepper.current is None and stepper.counters().rounds == 0
+    first = stepper.step()
+    second = stepper.step()
+    assert stepper.counters().rounds == 2 and stepper.current is second
+    stepper.back()
+    assert stepper.current is first and stepper.counters().rounds == 1
+    assert stepper.step() is second  # replayed, not recomputed
+    assert len(stepper.traces) == 2
+
+
+def test_same_seed_same_rounds_and_reset_replays(pair):
+    one, two = run_to_end(make(pair, seed=3)), run_to_end(make(pair, seed=3))
+    assert [t.emitted_tokens for t in one.traces] == [t.emitted_tokens for t in two.traces]
+    before = [t.emitted_tokens for t in one.traces]
+    one.reset()
+    assert one.traces == [] and one.shown == -1 and not one.finished
+    assert [t.emitted_tokens for t in run_to_end(one).traces] == before
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_runs_to_the_budget_and_stops(pair, temperature):
+    stepper = run_to_end(make(pair, temperature=temperature, max_new_tokens=12))
+    emitted = sum(len(t.emitted_tokens) for t in stepper.traces)
+    assert stepper.at_end and emitted <= 12
+    assert stepper.step() is None and stepper.at_end
+    if temperature == 0:
+        assert all(t.uniforms is None for t in stepper.traces)
+
+
+def test_counters_and_output_tokens_agree_with_metrics(pair):
+    stepper = run_to_end(make(pair))
+    counters, metrics = stepper.counters(), summarize(stepper.traces)
+    assert counters.rounds == counters.target_passes == metrics.rounds
+    assert counters.tokens_emitted == metrics.tokens_emitted
+    assert counters.acceptance_rate == pytest.approx(metrics.acceptance_rate)
+    assert counters.tokens_per_pass == pytest.approx(metrics.tokens_per_pass)
+    tokens = stepper.output_tokens()
+    assert [t.token_id for t in tokens] == [x for t in stepper.traces for x in t.emitted_tokens]
+    for trace in stepper.traces:
+        origins = [t.origin for t in tokens if t.round_index == trace.index]
+        assert origins[: trace.num_accepted] == [ACCEPTED] * trace.num_accepted
+        assert origins[-1] in (BONUS, RESAMPLED) or len(origins) == trace.num_accepted  # cut at EOS
+    assert len(stepper.output_tokens(upto=0)) == len(stepper.traces[0].emitted_tokens)
+
+
+def test_model_use_goes_through_the_lock(pair):
+    class CountingLock:
+        def __init__(self):
+            self.lock, self.entered = threading.Lock(), 0
+
+        def __enter__(self):
+            self.entered += 1
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    lock = CountingLock()
+    stepper = make(pair, lock=lock)
+    stepper.step()
+    stepper.step()
+    stepper.back()
+    stepper.step()  # a replay: no model call
+    assert lock.entered == 2
+
+
+def test_sessions_in_threads_do_not_disturb_each_other(pair):
+    expected = [t.emitted_tokens for t in run_to_end(make(pair, seed=5)).traces]
+    results = []
+
+    def work():
+        results.append([t.emitted_tokens for t in run_to_end(make(pair, seed=5)).traces])
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [expected] * 3
+
+
+def test_visible_text_and_byte_tokens(pair):
+    assert visible_text(" a\n\tb") == "␣a↵⇥b"
+    assert visible_text("x\x00") == "x<0x00>"
+    tokenizer = pair.target.tokenizer
+    space = tokenizer.convert_tokens_to_ids("Ġ")
+    assert token_label(pair, space) == "␣"
+    half_char = tokenizer.convert_tokens_to_ids("Ã")  # byte 0xC3: the first half of a UTF-8 letter
+    assert token_label(pair, half_char) == "<0xC3>"
+
+
+def test_export_json_and_csv(pair):
+    stepper = make(pair)
+    for _ in range(3):
+        stepper.step()
+    data = json.loads(json.dumps(stepper.to_dict()))
+    assert len(data["rounds"]) == 3 and data["settings"]["gamma"] == 3
+    assert data["metrics"]["rounds"] == 3
+    for trace in data["rounds"]:
+        for token in trace["drafted_tokens"]:
+            assert str(token) in data["token_labels"]
+    rows = list(csv.DictReader(io.StringIO(stepper.to_csv())))
+    assert [int(r["round"]) for r in rows] == [1, 2, 3]
+    assert [int(r["num_accepted"]) for r in rows] == [t.num_accepted for t in stepper.traces]
