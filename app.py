@@ -1,5 +1,8 @@
 """specdec: the app frame. Shared sidebar controls, the model pair (loaded once per process), pages.
 
+The page scripts live in app_pages/, not pages/: a folder named pages/ beside app.py switches
+Streamlit to its old directory-based navigation, which never runs this frame.
+
 Run: streamlit run app.py   (SPECDEC_TARGET / SPECDEC_DRAFTER / SPECDEC_CHAT override the defaults)
 """
 
@@ -8,9 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import pages.ui`
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
 
-from pages import ui  # noqa: E402
+from app_pages import ui  # noqa: E402
 
 st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
 
@@ -23,8 +26,8 @@ ui.write_url()
 
 page = st.navigation(
     [
-        st.Page("pages/home.py", title="Home", icon="🏠", default=True),
-        st.Page("pages/rounds.py", title="Round by round", icon="🔍", url_path="rounds"),
+        st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
+        st.Page("app_pages/rounds.py", title="Round by round", icon=":material/manage_search:", url_path="rounds"),
     ]
 )
 page.run()

@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-ROUNDS = "pages/rounds.py"
+ROUNDS = "app_pages/rounds.py"
 PROMPT = "def add(a, b):\n    return a + b\n"
 XSS = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"
 
@@ -116,7 +116,7 @@ def test_bad_input_shows_a_message_not_a_traceback(tiny_pair_dirs, state, messag
     assert_clean(at)
     assert any(message in e for e in errors(at)), errors(at)
     # The rest of the app keeps working: the home page and a good prompt.
-    at.switch_page("pages/home.py").run()
+    at.switch_page("app_pages/home.py").run()
     assert_clean(at)
 
 

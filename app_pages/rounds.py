@@ -4,7 +4,7 @@ import re
 
 import streamlit as st
 
-from pages import ui
+from app_pages import ui
 from specdec import charts
 from specdec.errors import SpecDecError
 from specdec.stepper import Stepper
@@ -289,7 +289,8 @@ def round_view() -> None:
                    disabled=stepper.at_end and not state["playing"], key="b_play")  # fmt: skip
     cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
-    cols[4].select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed")
+    cols[4].select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed",
+                          format_func=lambda name: f"speed: {name}")
     cols[5].toggle("Animate stages", key="animate_stages")
 
     _counters()

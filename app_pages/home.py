@@ -17,4 +17,4 @@ go through its five stages (drafting, verification, acceptance test, correction,
 page; the address bar carries them, so a copied link opens the same demo.
 """
 )
-st.page_link("pages/rounds.py", label="Open the round-by-round view", icon="🔍")
+st.page_link("app_pages/rounds.py", label="Open the round-by-round view", icon=":material/manage_search:")
