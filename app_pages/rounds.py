@@ -54,13 +54,13 @@ left.text_area("Prompt (changing it starts a fresh run)", key="_prompt_w", heigh
 
 pair, message = ui.load_pair()
 if pair is None:
-    st.error(message, icon="⚠️")
+    st.error(message, icon=":material/error:")
     st.stop()
 try:
     settings = ui.current_settings()
     prompt_ids = pair.encode_prompt(state["prompt"], bool(state["chat"]), settings.max_new_tokens)
 except SpecDecError as error:
-    st.error(str(error), icon="⚠️")
+    st.error(str(error), icon=":material/error:")
     st.stop()
 
 run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
@@ -157,11 +157,26 @@ def _draft_strip(trace, stage: int) -> str:
     return f'<div class="sd-line">{"".join(chips)}</div>'
 
 
-def _position_picker(trace, count: int, label: str) -> int:
+def _md_escape(text: str) -> str:
+    """Untrusted text inside a widget label: Markdown characters shown as themselves."""
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$])", r"\\\1", text)
+
+
+def _position_picker(trace, labels, count: int, label: str) -> int:
+    """Pick one position of the round: buttons named by position and drafted token."""
     if count <= 1:
         return 0
-    return st.select_slider(label, options=list(range(count)), format_func=lambda i: f"{i + 1}",
-                            key=f"_pos_{trace.index}_{count}")  # fmt: skip
+
+    def name(i: int) -> str:
+        token = labels[trace.drafted_tokens[i]] if i < trace.gamma else "bonus slot"
+        return f"{i + 1} · {_md_escape(token)}"
+
+    key = f"_pos_{trace.index}_{count}"
+    state.setdefault(key, 0)
+    if state[key] is None:
+        state[key] = 0
+    st.segmented_control(label, options=list(range(count)), format_func=name, key=key)
+    return state[key] or 0
 
 
 def _stage_drafting(trace, labels) -> None:
@@ -171,7 +186,10 @@ def _stage_drafting(trace, labels) -> None:
     )
     if trace.gamma == 0:
         return
-    i = _position_picker(trace, trace.gamma, "Drafted token")
+    if stepper.pair.draft is None:
+        st.caption("The n-gram drafter copies what followed the same few tokens earlier in the text: "
+                   "q puts all its mass on the copied token.")  # fmt: skip
+    i = _position_picker(trace, labels, trace.gamma, "Drafted token")
     fig = charts.draft_chart(trace.positions[i], trace.drafted_tokens[i], labels,
                              f"q at draft position {i + 1}: drafted {labels[trace.drafted_tokens[i]]}")  # fmt: skip
     st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c1_{trace.index}")
@@ -194,8 +212,8 @@ def _stage_verify(trace, labels) -> None:
             "target's top token": labels[top],
             "p(top)": round(position.target_probs[0], 4),
         })  # fmt: skip
-    st.dataframe(rows, hide_index=True, width="stretch")
-    i = _position_picker(trace, k + 1, "Position")
+    st.table(rows)
+    i = _position_picker(trace, labels, k + 1, "Position")
     drafted = trace.drafted_tokens[i] if i < k else None
     title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
     fig = charts.distribution_chart(trace.positions[i], labels, title, highlight=drafted, show_residual=False)
@@ -237,10 +255,15 @@ def _stage_correct(trace, labels) -> None:
     k, j = trace.gamma, trace.num_accepted
     nxt = labels[trace.next_token]
     if trace.is_bonus:
-        st.markdown(
-            f"All {k} draft(s) were accepted, so the target's pass already holds p for the next position: "
-            f"the **bonus** token {_code(nxt)} is drawn from it" + (" (its argmax)." if greedy else ".")
-        )
+        how = " (its argmax)." if greedy else "."
+        if k == 0:
+            st.markdown(f"Nothing was drafted: the target's pass gives p for the next position, and "
+                        f"{_code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)")  # fmt: skip
+        else:
+            st.markdown(
+                f"All {k} draft(s) were accepted, so the target's pass already holds p for the next "
+                f"position: the **bonus** token {_code(nxt)} is drawn from it{how}"
+            )
         title = f"p at position {k + 1}: bonus token {nxt}"
         fig = charts.distribution_chart(trace.positions[k], labels, title, highlight=trace.next_token)
     else:
@@ -255,6 +278,9 @@ def _stage_correct(trace, labels) -> None:
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
         fig = charts.distribution_chart(trace.positions[j], labels, title, highlight=trace.next_token)
     st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c4_{trace.index}")
+    shown = trace.positions[k if trace.is_bonus else j].token_ids
+    if trace.next_token not in shown:
+        st.caption(f"{_code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
 
 
 def _stage_output(trace, labels) -> None:

@@ -52,7 +52,8 @@ TOKEN_CSS = """
 .sd-struck {text-decoration: line-through; color: #9e9e9e; background: #f5f5f5;}
 .sd-draft {background: #e1bee7; border-color: #8e24aa;}
 .sd-reject {background: #ffcdd2; border-color: #c62828; text-decoration: line-through;}
-.sd-legend span {margin-right: 10px;}
+.sd-legend {font-size: 0.8rem; color: #555; margin-top: 0.4rem;}
+.sd-legend .sd-tok {font-size: 0.75rem;}
 </style>
 """
 
@@ -159,7 +160,7 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
     sb = st.sidebar
     sb.header("Status")
     if pair is None:
-        sb.error(message, icon="⚠️")
+        sb.error(message, icon=":material/error:")
         return
     sb.caption(f"**Target:** {html.escape(pair.target.describe())}")
     if pair.draft is None:
@@ -197,7 +198,7 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
 
 def legend() -> str:
     return (
-        '<div class="sd-legend sd-line">'
+        '<div class="sd-legend">Colours: '
         + token_chip("accepted draft", style=ORIGIN_STYLE[ACCEPTED])
         + token_chip("resampled after a rejection", style=ORIGIN_STYLE[RESAMPLED])
         + token_chip("bonus (all drafts accepted)", style=ORIGIN_STYLE[BONUS])

@@ -31,6 +31,12 @@ def _names(token_ids: list[int], labels: dict[int, str]) -> list[str]:
     return names
 
 
+def _narrow(fig: go.Figure, categories: int) -> go.Figure:
+    """Keep bars a readable width when only a few tokens are shown (one bar would fill the plot)."""
+    fig.update_xaxes(range=[-0.5, max(categories, 6) - 0.5])
+    return fig
+
+
 def _layout(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
     fig.update_layout(
         title={"text": html.escape(title), "font": {"size": 14}},
@@ -64,7 +70,7 @@ def draft_chart(position: ShownDistribution, drafted: int, labels: dict[int, str
     fig = go.Figure(go.Bar(x=_names(ids, labels), y=q, marker_color=colors, name="q (draft)",
                            hovertemplate="%{x}: q=%{y:.3f}<extra></extra>"))  # fmt: skip
     fig.update_yaxes(title_text="q", range=[0, 1.05])
-    return _layout(fig, title)
+    return _layout(_narrow(fig, len(ids)), title)
 
 
 def distribution_chart(
@@ -95,7 +101,7 @@ def distribution_chart(
                     hovertemplate="%{x}: residual=%{y:.3f}<extra></extra>")  # fmt: skip
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability")
-    return _layout(fig, title)
+    return _layout(_narrow(fig, len(ids)), title)
 
 
 def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:

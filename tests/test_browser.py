@@ -1,0 +1,242 @@
+"""The real app in a real browser: start `streamlit run app.py`, drive it with Playwright + Chromium.
+
+As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round:
+    python tests/test_browser.py [--bundled]     (screenshots under test-artifacts/)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
+
+pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str], timeout: float = 90.0):
+    """Run the app on a free localhost port; always stop it (its whole process group)."""
+    port = free_port()
+    streamlit = Path(sys.executable).parent / "streamlit"
+    command = [str(streamlit), "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]  # fmt: skip
+    log = open(ARTIFACTS / "server.log", "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
+                    if reply.read() == b"ok":
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start; see {ARTIFACTS / 'server.log'}")
+            time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()
+
+
+@contextlib.contextmanager
+def browser_page(height: int = 1000):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": height})
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def wait_idle(page) -> None:
+    """Until Streamlit says the script is no longer running."""
+    page.wait_for_timeout(300)
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)
+
+
+def open_rounds(page, base: str, params: dict[str, str]) -> None:
+    page.goto(f"{base}/rounds?{urlencode(params)}")
+    page.get_by_role("button", name=re.compile("Step")).wait_for()
+    wait_idle(page)
+
+
+def set_animation(page, on: bool) -> None:
+    toggle = page.get_by_role("switch", name="Animate stages")
+    if toggle.is_checked() != on:
+        page.get_by_text("Animate stages").click()
+        wait_idle(page)
+
+
+def step(page) -> None:
+    """Click Step and wait until the counter shows one more round (a click during a rerun can be lost)."""
+    before = int(metric(page, "Rounds"))
+    for _ in range(3):
+        page.get_by_role("button", name=re.compile("Step")).click()
+        try:
+            page.get_by_text(f"Round {before + 1} of").wait_for(timeout=20_000)
+            break
+        except Exception:  # noqa: BLE001 - retry the click once or twice
+            continue
+    wait_idle(page)
+    assert int(metric(page, "Rounds")) == before + 1
+
+
+def show_stage(page, stage: str) -> None:
+    page.get_by_role("radio", name=stage, exact=True).click()
+    wait_idle(page)
+
+
+def screenshot_stages(page, prefix: str, rounds: int = 1) -> list[Path]:
+    """Step `rounds` times, then show and save each stage of the last round."""
+    set_animation(page, False)
+    for _ in range(rounds):
+        step(page)
+    saved = []
+    for number, stage in enumerate(STAGES, start=1):
+        show_stage(page, stage)
+        page.wait_for_timeout(400)  # let Plotly finish drawing
+        path = ARTIFACTS / f"{prefix}-stage{number}.png"
+        page.screenshot(path=path, full_page=True)
+        saved.append(path)
+    return saved
+
+
+def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
+           "SPECDEC_CHAT": "0"}  # fmt: skip
+    started = time.monotonic()
+    with streamlit_server(env) as base, browser_page() as page:
+        open_rounds(page, base, {"prompt": "def add(a, b):\n    return a + b\n", "gamma": "3", "seed": "1"})
+        assert metric(page, "Rounds") == "0"
+        saved = screenshot_stages(page, "tiny")
+        assert metric(page, "Rounds") == "1"
+        assert page.locator(".sd-tok").count() > 0
+        show_stage(page, "3 · Accept?")
+        assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0
+        # Play: rounds go by on their own; Pause stops them.
+        page.get_by_role("button", name=re.compile("Play")).click()
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
+                 .some(m => m.innerText.includes('Rounds') && parseInt(m.innerText.split('\\n').pop()) >= 3)""",
+            timeout=60_000,
+        )
+        page.get_by_role("button", name=re.compile("Pause")).click()
+        wait_idle(page)
+        page.screenshot(path=ARTIFACTS / "tiny-after-play.png", full_page=True)
+        assert int(metric(page, "Rounds")) >= 3
+        # The URL carries the settings: it opens the same demo.
+        assert "gamma=3" in page.url and "seed=1" in page.url
+        # A bad prompt shows a message, and the page keeps working.
+        page.get_by_role("textbox", name=re.compile("Prompt")).fill("   ")
+        page.keyboard.press("Control+Enter")
+        page.get_by_text("the prompt is empty").wait_for()
+    assert all(path.exists() for path in saved)
+    assert time.monotonic() - started < 240
+
+
+def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: bool) -> dict[str, int]:
+    """Replay the run outside the browser (same seed, same rounds) to find rounds worth a picture."""
+    from specdec.generation import Settings
+    from specdec.pair import ModelPair
+    from specdec.sampling import SamplingConfig
+    from specdec.stepper import Stepper
+
+    pair = ModelPair.load(target, drafter)
+    settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
+                        int(params.get("max_new_tokens", 48)), int(params["seed"]))  # fmt: skip
+    stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
+    while stepper.step() is not None:
+        pass
+    found = {}
+    for trace in stepper.traces:
+        if trace.gamma and not trace.is_bonus:
+            found.setdefault("rejection", trace.index)
+            if trace.num_accepted:
+                found.setdefault("partial", trace.index)
+        if trace.gamma and trace.is_bonus:
+            found.setdefault("bonus", trace.index)
+    return found
+
+
+if __name__ == "__main__":  # screenshots for people to look at
+    sys.path.insert(0, str(ROOT))
+    ARTIFACTS.mkdir(exist_ok=True)
+    bundled = "--bundled" in sys.argv
+    if bundled:
+        from specdec.models import BUNDLED_TARGET
+
+        target, drafter, chat = BUNDLED_TARGET, "ngram", True
+        params = {"prompt": "Copy this list exactly, then add one more fruit at the end:\n"
+                            "apple, banana, cherry, date, elderberry, fig, grape, honeydew",
+                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": "ngram"}  # fmt: skip
+    else:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from tiny_models import save_tiny_model
+
+        folder = ARTIFACTS / "tiny-models"
+        target = str(save_tiny_model(folder / "target", 300, seed=0))
+        drafter, chat = str(save_tiny_model(folder / "draft", 300, seed=1)), False
+        params = {"prompt": "def add(a, b):\n    return a + b\n", "gamma": "3", "seed": "1"}
+    env = {"SPECDEC_TARGET": target, "SPECDEC_DRAFTER": drafter, "SPECDEC_CHAT": "1" if chat else "0"}
+    wanted = interesting_rounds(target, drafter, params, chat)
+    print("rounds worth a picture:", wanted)
+    prefix = "bundled" if bundled else "tiny"
+    with streamlit_server(env, timeout=180) as base, browser_page(height=1800) as page:
+        open_rounds(page, base, params)
+        done = 0
+        for kind in ("partial", "bonus"):
+            if kind not in wanted and kind == "partial" and "rejection" in wanted:
+                kind = "rejection"
+            if kind not in wanted:
+                continue
+            if wanted[kind] < done:
+                page.get_by_role("button", name=re.compile("Reset")).click()
+                wait_idle(page)
+                done = 0
+            for path in screenshot_stages(page, f"{prefix}-{kind}", rounds=wanted[kind] + 1 - done):
+                print(path)
+            done = wanted[kind] + 1
