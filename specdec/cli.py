@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from specdec.errors import SpecDecError
-from specdec.models import BUNDLED_TARGET
+from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
 
 EXIT_BAD_INPUT = 2
 
@@ -62,6 +61,27 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
+    train = commands.add_parser("train-draft", help="distil a draft model from the bundled target")
+    train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),
+                       help="data shards, evaluation set and checkpoints (resumable)")
+    train.add_argument("--output", type=Path, default=Path("assets/draft"))
+    train.add_argument("--minutes", type=float, default=60.0, help="training time budget")
+    train.add_argument("--layers", type=int, default=2)
+    train.add_argument("--samples-per-prompt", type=int, default=2)
+    train.add_argument("--max-new-tokens", type=int, default=192, help="answer length while making data")
+    train.add_argument("--batch-size", type=int, default=8)
+    train.add_argument("--learning-rate", type=float, default=1e-3)
+    train.add_argument("--eval-every", type=int, default=100)
+    train.add_argument("--max-steps", type=int, default=100_000)
+    train.add_argument("--max-shards", type=int, default=0, help="use only N data shards (0 = all)")
+    train.add_argument("--generation-batch", type=int, default=32)
+    train.add_argument("--eval-tokens", type=int, default=96)
+
+    figures = commands.add_parser("eval-draft", help="a draft's cost ratio and match on held-out prompts")
+    figures.add_argument("--target-model", default=BUNDLED_TARGET)
+    figures.add_argument("--draft-model", default=BUNDLED_DRAFT)
+    figures.add_argument("--eval-tokens", type=int, default=96)
+    figures.add_argument("--json", action="store_true")
     return parser
 
 
@@ -78,12 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         # Imported here so `--help` and argument errors answer without loading torch.
-        from specdec.commands import run_bench, run_generate
+        from specdec import commands
 
         if args.command == "generate":
-            run_generate(args, _read_prompt(args))
+            commands.run_generate(args, _read_prompt(args))
+        elif args.command == "bench":
+            commands.run_bench(args)
+        elif args.command == "train-draft":
+            commands.run_train_draft(args)
         else:
-            run_bench(args)
+            commands.run_eval_draft(args)
         return 0
     except SpecDecError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -92,6 +116,3 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
 
-
-def print_json(record: dict) -> None:
-    print(json.dumps(record), flush=True)

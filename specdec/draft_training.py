@@ -1,0 +1,240 @@
+"""Distil a small draft model from the bundled target, offline, on a CPU.
+
+The draft is a plain Llama causal LM with the target's width and only a few layers. It reuses the
+target's token embeddings (frozen, and tied to its output head), so it need not learn the
+vocabulary: only its layers and final norm train. They start as copies of the target's first and
+last layers and learn to match the target's next-token distribution on the target's own answers
+(forward KL against the target's top tokens, as in DistillSpec).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+from transformers import LlamaForCausalLM
+
+from specdec.draft_data import Example, encode_chat, make_shards
+from specdec.models import LoadedModel
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EVAL_PROMPT_SETS = {"code": ASSETS / "prompts" / "code.json", "prose": ASSETS / "prompts" / "prose.json"}
+
+
+@dataclass(frozen=True)
+class DraftTrainingConfig:
+    layers: int = 2  # transformer layers in the draft (the target has 30)
+    samples_per_prompt: int = 2  # answers the target writes per training prompt
+    max_new_tokens: int = 192  # answer length cap while making data
+    generation_batch: int = 32  # answers sampled together (one shard)
+    label_top_k: int = 32  # target tokens kept per position as the distillation label
+    batch_size: int = 8  # answers per training step
+    learning_rate: float = 1e-3
+    minutes: float = 60.0  # training time budget (data making not included)
+    max_steps: int = 100_000
+    eval_every: int = 100  # steps between evaluations and checkpoints
+    eval_tokens: int = 96  # length of the target's greedy answers to the evaluation prompts
+    max_shards: int = 0  # use only the first N shards (0 = all): for tiny test runs
+
+
+def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
+    """A `layers`-deep Llama sharing the target's embeddings; layers start as the target's first/last."""
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = layers
+    config.tie_word_embeddings = True
+    draft = LlamaForCausalLM(config)
+    draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)
+    draft.model.embed_tokens.weight.requires_grad_(False)  # tied: the head is frozen too
+    total = len(target.model.layers)
+    sources = [round(i * (total - 1) / max(layers - 1, 1)) for i in range(layers)]  # spread evenly
+    for layer, source in zip(draft.model.layers, sources, strict=True):
+        layer.load_state_dict(target.model.layers[source].state_dict())
+    draft.model.norm.load_state_dict(target.model.norm.state_dict())
+    return draft
+
+
+def trainable_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
+    """What the draft learned: everything but the (shared, frozen) embeddings."""
+    return {k: v for k, v in draft.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
+
+
+def distillation_loss(
+    draft: LlamaForCausalLM, examples: list[Example], negatives: int = 4096,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Cross-entropy of the draft against the target's renormalised top-k, over answer positions.
+
+    The softmax is taken over a candidate set, not all 49k tokens (a sampled softmax): every token
+    the target ranks in its top-k anywhere in the batch, plus `negatives` random tokens. That makes a
+    CPU step ~10x cheaper; evaluation always uses the full softmax, so the figures are honest.
+    """
+    width = max(len(e.token_ids) for e in examples)
+    input_ids = torch.zeros(len(examples), width, dtype=torch.long)
+    mask = torch.zeros(len(examples), width, dtype=torch.long)
+    for row, e in enumerate(examples):
+        input_ids[row, : len(e.token_ids)] = e.token_ids
+        mask[row, : len(e.token_ids)] = 1
+    hidden = draft.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, width, d)
+    # The head only runs where there is a label: the positions that predict answer tokens.
+    rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)])
+    cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples])
+    top_ids = torch.cat([e.top_ids for e in examples])  # (N, k)
+    top_probs = torch.cat([e.top_probs for e in examples]).float()
+    top_probs = top_probs / top_probs.sum(-1, keepdim=True)
+    head = draft.lm_head.weight  # (vocab, d)
+    random_ids = torch.randint(head.shape[0], (negatives,), generator=generator)
+    candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
+    label_columns = position[: top_ids.numel()].view_as(top_ids)  # where each label sits in candidates
+    log_q = torch.log_softmax((hidden[rows, cols] @ head[candidates].T).float(), dim=-1)  # (N, C)
+    return -(top_probs * log_q.gather(1, label_columns)).sum(-1).mean()
+
+
+@dataclass
+class EvalSet:
+    """The target's greedy answers to held-out prompts, with its distribution p at every position."""
+
+    sequences: list[torch.Tensor]
+    answer_starts: list[int]
+    target_probs: list[torch.Tensor]  # (answer_length, vocab) per answer, float16
+
+
+@torch.inference_mode()
+def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalSet:
+    sequences, starts, probs = [], [], []
+    for prompt in prompts:
+        prompt_ids = encode_chat(target, prompt)
+        ids = torch.tensor([prompt_ids])
+        output = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                       max_new_tokens=tokens, pad_token_id=target.tokenizer.eos_token_id)
+        sequence = output[0]
+        logits = target.model(sequence[None]).logits[0, len(prompt_ids) - 1 : -1, : target.vocab_size]
+        sequences.append(sequence)
+        starts.append(len(prompt_ids))
+        probs.append(torch.softmax(logits.float(), -1).half())
+    return EvalSet(sequences, starts, probs)
+
+
+@torch.inference_mode()
+def evaluate(draft: LlamaForCausalLM, eval_set: EvalSet, vocab_size: int) -> dict[str, float]:
+    """Mean Σ min(p, q) (the acceptance probability at T=1) and argmax agreement over answer positions."""
+    overlap, agree, count = 0.0, 0, 0
+    for sequence, start, target_probs in zip(eval_set.sequences, eval_set.answer_starts,
+                                             eval_set.target_probs, strict=True):
+        logits = draft(sequence[None]).logits[0, start - 1 : -1, :vocab_size]
+        draft_probs = torch.softmax(logits.float(), -1)
+        p = target_probs.float()
+        overlap += torch.minimum(p, draft_probs).sum(-1).sum().item()
+        agree += (p.argmax(-1) == draft_probs.argmax(-1)).sum().item()
+        count += len(p)
+    return {"sum_min_pq": overlap / count, "greedy_agreement": agree / count}
+
+
+def save_draft(draft: LlamaForCausalLM, folder: Path, card: dict) -> None:
+    """config.json + the learned weights in bf16 (the embeddings come from the target at load time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    draft.config.to_json_file(folder / "config.json")
+    weights = {k: v.to(torch.bfloat16).contiguous() for k, v in trainable_state(draft).items()}
+    save_file(weights, folder / "draft-layers.safetensors")
+    (folder / "training.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+
+
+def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> None:
+    """Shipped layers + the target's embeddings -> a complete model folder any loader accepts."""
+    from transformers import AutoTokenizer, LlamaConfig
+
+    config = LlamaConfig.from_json_file(shipped / "config.json")
+    draft = LlamaForCausalLM(config)
+    embeddings = load_file(target_folder / "model.safetensors")["model.embed_tokens.weight"]
+    state = {k: v.float() for k, v in load_file(shipped / "draft-layers.safetensors").items()}
+    state["model.embed_tokens.weight"] = embeddings
+    draft.load_state_dict(state, strict=False)  # lm_head is tied to the embeddings
+    draft.tie_weights()
+    draft.save_pretrained(destination)
+    AutoTokenizer.from_pretrained(target_folder).save_pretrained(destination)
+
+
+def _load_examples(paths: list[Path]) -> list[Example]:
+    return [e for path in paths for e in torch.load(path, weights_only=False)]
+
+
+def train_draft(
+    target: LoadedModel,
+    work_folder: Path,
+    output_folder: Path,
+    config: DraftTrainingConfig,
+    log=print,
+) -> dict:
+    """Make data (resumable), train for the time budget (resumable), write the draft + its card."""
+    torch.manual_seed(0)
+    work_folder.mkdir(parents=True, exist_ok=True)
+    with tqdm(desc="target answers (data)", unit="shard") as bar:
+        def progress(done, total):
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
+                             config.generation_batch, config.max_new_tokens, config.label_top_k,
+                             config.max_shards, progress)
+    examples = _load_examples(shards)
+    log(f"data: {len(examples)} answers, {sum(len(e.top_ids) for e in examples)} labelled positions")
+
+    eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
+    if not eval_path.exists():
+        eval_sets = {name: make_eval_set(target, json.loads(path.read_text())["prompts"], config.eval_tokens)
+                     for name, path in EVAL_PROMPT_SETS.items()}
+        torch.save(eval_sets, eval_path)
+    eval_sets = torch.load(eval_path, weights_only=False)
+
+    draft = build_draft(target.model, config.layers).train()
+    optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
+                                  lr=config.learning_rate, weight_decay=0.0)
+    checkpoint_path = work_folder / "checkpoint.pt"
+    state = {"step": 0, "seconds": 0.0, "history": []}
+    if checkpoint_path.exists():
+        checkpoint = torch.load(checkpoint_path, weights_only=False)
+        draft.load_state_dict(checkpoint["draft"], strict=False)
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        state = checkpoint["state"]
+        log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
+
+    order = torch.Generator().manual_seed(state["step"])
+    budget = config.minutes * 60
+    with tqdm(total=int(budget), initial=int(state["seconds"]), desc="training", unit="s") as bar:
+        while state["seconds"] < budget and state["step"] < config.max_steps:
+            start = time.perf_counter()
+            batch = [examples[i] for i in torch.randint(len(examples), (config.batch_size,), generator=order)]
+            loss = distillation_loss(draft, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+            optimizer.step()
+            state["step"] += 1
+            elapsed = time.perf_counter() - start
+            state["seconds"] += elapsed
+            bar.update(int(state["seconds"]) - bar.n)
+            bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
+            finished = state["seconds"] >= budget or state["step"] >= config.max_steps
+            if state["step"] % config.eval_every == 0 or finished:
+                draft.eval()
+                scores = {name: evaluate(draft, s, target.vocab_size) for name, s in eval_sets.items()}
+                draft.train()
+                state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
+                                         "loss": loss.item(), **scores})
+                log(f"step {state['step']}: loss {loss.item():.3f} "
+                    + " ".join(f"{n}: Σmin {s['sum_min_pq']:.3f} agree {s['greedy_agreement']:.3f}"
+                               for n, s in scores.items()))
+                torch.save({"draft": trainable_state(draft), "optimizer": optimizer.state_dict(),
+                            "state": state}, checkpoint_path)
+
+    card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
+            "answers": len(examples), "labelled_positions": sum(len(e.top_ids) for e in examples),
+            "history": state["history"]}
+    save_draft(draft.eval(), output_folder, card)
+    return card

@@ -1,0 +1,56 @@
+"""Training the draft end to end on a tiny budget, and the pieces it is made of."""
+
+import json
+
+import torch
+
+from specdec.draft_data import Example, training_prompts
+from specdec.draft_training import (
+    EVAL_PROMPT_SETS,
+    DraftTrainingConfig,
+    build_draft,
+    distillation_loss,
+    train_draft,
+)
+
+
+def test_evaluation_prompts_are_not_training_prompts():
+    train = set(training_prompts())
+    for path in EVAL_PROMPT_SETS.values():
+        assert not train & set(json.loads(path.read_text())["prompts"])
+
+
+def test_draft_shares_frozen_embeddings_and_starts_from_target_layers(tiny_target):
+    draft = build_draft(tiny_target, layers=1)
+    assert torch.equal(draft.model.embed_tokens.weight, tiny_target.model.embed_tokens.weight)
+    assert draft.lm_head.weight is draft.model.embed_tokens.weight  # tied
+    assert not draft.model.embed_tokens.weight.requires_grad
+    first_layer = tiny_target.model.layers[0].mlp.up_proj.weight
+    assert torch.equal(draft.model.layers[0].mlp.up_proj.weight, first_layer)
+
+
+def test_loss_is_lower_when_draft_matches_labels(tiny_target):
+    """Labels taken from the draft itself score better than labels from a different distribution."""
+    draft = build_draft(tiny_target, layers=1)
+    ids = torch.tensor([5, 6, 7, 8, 9, 10])
+    with torch.no_grad():
+        probs = torch.softmax(draft(ids[None]).logits[0, 2:-1].float(), -1)
+    top_probs, top_ids = probs.topk(8, -1)
+    own = Example(ids, 3, top_ids, top_probs.half())
+    shuffled = Example(ids, 3, top_ids.flip(0), top_probs.half())
+    assert distillation_loss(draft, [own]) < distillation_loss(draft, [shuffled])
+
+
+def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
+    config = DraftTrainingConfig(layers=1, samples_per_prompt=1, max_new_tokens=6, generation_batch=2,
+                                 batch_size=2, minutes=5, max_steps=3, eval_every=2, eval_tokens=4,
+                                 max_shards=1)
+    card = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None)
+    assert card["steps"] == 3 and card["answers"] == 2
+    assert [h["step"] for h in card["history"]] == [2, 3]
+    assert 0 <= card["history"][-1]["code"]["sum_min_pq"] <= 1
+    assert (tmp_path / "draft" / "draft-layers.safetensors").exists()
+    # Resumable: a second call with a larger step budget continues from the checkpoint.
+    more = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft",
+                       DraftTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
+    assert more["steps"] == 4 and len(more["history"]) == 3
