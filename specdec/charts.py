@@ -47,6 +47,7 @@ def _layout(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
         plot_bgcolor="white",
     )
     fig.update_yaxes(gridcolor="#eeeeee", rangemode="tozero")
+    fig.update_xaxes(tickfont={"size": 13})  # token labels such as "," must stay readable
     return fig
 
 

@@ -93,8 +93,13 @@ def metric(page, label: str) -> str:
 
 def wait_idle(page) -> None:
     """Until Streamlit says the script is no longer running."""
+    page.wait_for_timeout(500)
+    page.wait_for_function(
+        """() => !document.querySelector('[data-testid="stStatusWidget"]')
+                 && !document.querySelector('[data-stale="true"]')""",
+        timeout=60_000,
+    )
     page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)
 
 
 def open_rounds(page, base: str, params: dict[str, str]) -> None:
@@ -168,6 +173,11 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         wait_idle(page)
         page.screenshot(path=ARTIFACTS / "tiny-after-play.png", full_page=True)
         assert int(metric(page, "Rounds")) >= 3
+        # Animated stages: a Step starts at stage 1 and the stages advance on their own to 5.
+        set_animation(page, True)
+        page.get_by_role("button", name=re.compile("Step")).click()
+        page.get_by_role("radio", name="2 · Verify", checked=True).wait_for(timeout=30_000)
+        page.get_by_role("radio", name="5 · Output", checked=True).wait_for(timeout=30_000)
         # The URL carries the settings: it opens the same demo.
         assert "gamma=3" in page.url and "seed=1" in page.url
         # A bad prompt shows a message, and the page keeps working.
