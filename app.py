@@ -27,7 +27,9 @@ ui.write_url()
 page = st.navigation(
     [
         st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
-        st.Page("app_pages/rounds.py", title="Round by round", icon=":material/manage_search:", url_path="rounds"),
+        st.Page(
+            "app_pages/rounds.py", title="Round by round", icon=":material/manage_search:", url_path="rounds"
+        ),
     ]
 )
 page.run()

@@ -50,7 +50,9 @@ if "_prompt_w" not in state or state["_prompt_w"] != state["prompt"]:
 left, right = st.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip
-left.text_area("Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited)
+left.text_area(
+    "Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited
+)
 
 pair, message = ui.load_pair()
 if pair is None:
@@ -190,8 +192,9 @@ def _stage_drafting(trace, labels) -> None:
         st.caption("The n-gram drafter copies what followed the same few tokens earlier in the text: "
                    "q puts all its mass on the copied token.")  # fmt: skip
     i = _position_picker(trace, labels, trace.gamma, "Drafted token")
-    fig = charts.draft_chart(trace.positions[i], trace.drafted_tokens[i], labels,
-                             f"q at draft position {i + 1}: drafted {labels[trace.drafted_tokens[i]]}")  # fmt: skip
+    drafted = trace.drafted_tokens[i]
+    title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
+    fig = charts.draft_chart(trace.positions[i], drafted, labels, title)
     st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c1_{trace.index}")
 
 
@@ -247,7 +250,8 @@ def _stage_accept(trace, labels) -> None:
         else:
             u = trace.uniforms[i]
             sign = "<" if i < trace.num_accepted else "≥"
-            lines.append(f"{i + 1}. {_code(x)}: q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio → {verdict}")
+            numbers = f"q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio"
+            lines.append(f"{i + 1}. {_code(x)}: {numbers} → {verdict}")
     st.markdown("\n".join(lines))
 
 
@@ -257,8 +261,10 @@ def _stage_correct(trace, labels) -> None:
     if trace.is_bonus:
         how = " (its argmax)." if greedy else "."
         if k == 0:
-            st.markdown(f"Nothing was drafted: the target's pass gives p for the next position, and "
-                        f"{_code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)")  # fmt: skip
+            st.markdown(
+                f"Nothing was drafted: the target's pass gives p for the next position, and "
+                f"{_code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)"
+            )
         else:
             st.markdown(
                 f"All {k} draft(s) were accepted, so the target's pass already holds p for the next "
@@ -315,8 +321,13 @@ def round_view() -> None:
                    disabled=stepper.at_end and not state["playing"], key="b_play")  # fmt: skip
     cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
-    cols[4].select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed",
-                          format_func=lambda name: f"speed: {name}")
+    cols[4].select_slider(
+        "Speed",
+        options=list(SPEEDS),
+        key="speed",
+        label_visibility="collapsed",
+        format_func=lambda name: f"speed: {name}",
+    )
     cols[5].toggle("Animate stages", key="animate_stages")
 
     _counters()
@@ -341,10 +352,14 @@ def round_view() -> None:
 
     if stepper.traces:
         cols = st.columns(2)
-        cols[0].download_button("Download trace (JSON)", data=_json(), file_name="specdec-trace.json",
-                                mime="application/json", key="b_json")  # fmt: skip
-        cols[1].download_button("Download rounds (CSV)", data=stepper.to_csv(), file_name="specdec-rounds.csv",
-                                mime="text/csv", key="b_csv")  # fmt: skip
+        cols[0].download_button(
+            "Download trace (JSON)", data=_json(), file_name="specdec-trace.json",
+            mime="application/json", key="b_json",
+        )  # fmt: skip
+        cols[1].download_button(
+            "Download rounds (CSV)", data=stepper.to_csv(), file_name="specdec-rounds.csv",
+            mime="text/csv", key="b_csv",
+        )  # fmt: skip
 
 
 def _json() -> str:

@@ -181,7 +181,9 @@ def token_chip(label: str, style_class: str = "", style: str = "", title: str = 
     title_attr = f' title="{html.escape(title, quote=True)}"' if title else ""
     note_html = f"<small>{html.escape(note)}</small>" if note else ""
     style_attr = f' style="{style}"' if style else ""
-    return f'<span class="sd-tok {style_class}"{style_attr}{title_attr}>{html.escape(label)}{note_html}</span>'
+    return (
+        f'<span class="sd-tok {style_class}"{style_attr}{title_attr}>{html.escape(label)}{note_html}</span>'
+    )
 
 
 def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
@@ -189,8 +191,12 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
     if not tokens:
         return '<div class="sd-line"><i>(no tokens yet: press Step)</i></div>'
     chips = [
-        token_chip(t.label, "sd-new" if t.round_index == new_round else "", ORIGIN_STYLE[t.origin],
-                   title=f"{t.label} · {t.detail}")  # fmt: skip
+        token_chip(
+            t.label,
+            "sd-new" if t.round_index == new_round else "",
+            ORIGIN_STYLE[t.origin],
+            title=f"{t.label} · {t.detail}",
+        )  # fmt: skip
         for t in tokens
     ]
     return f'<div class="sd-line">{"".join(chips)}</div>'

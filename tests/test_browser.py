@@ -23,8 +23,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
 
 pytest.importorskip("playwright.sync_api")
@@ -164,11 +166,9 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0
         # Play: rounds go by on their own; Pause stops them.
         page.get_by_role("button", name=re.compile("Play")).click()
-        page.wait_for_function(
-            """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
-                 .some(m => m.innerText.includes('Rounds') && parseInt(m.innerText.split('\\n').pop()) >= 3)""",
-            timeout=60_000,
-        )
+        deadline = time.monotonic() + 60
+        while int(metric(page, "Rounds")) < 3 and time.monotonic() < deadline:
+            page.wait_for_timeout(300)
         page.get_by_role("button", name=re.compile("Pause")).click()
         wait_idle(page)
         page.screenshot(path=ARTIFACTS / "tiny-after-play.png", full_page=True)
