@@ -6,10 +6,16 @@ Streamlit to its old directory-based navigation, which never runs this frame.
 Run: streamlit run app.py   (SPECDEC_TARGET / SPECDEC_DRAFTER / SPECDEC_CHAT override the defaults)
 """
 
+import os
 import sys
 from pathlib import Path
 
-import streamlit as st
+# One CPU thread per model call, unless OMP_NUM_THREADS says otherwise. Decoding works on 1 to γ+1
+# tokens, too little to split; on a small shared machine (2 cores, another process busy) a Step took
+# 60 ms median with 1 thread and 300 ms (spikes of 4 s) with 2. Must be set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import streamlit as st  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
 

@@ -1,5 +1,6 @@
 """Round by round: step through speculative decoding, one round in five stages."""
 
+import json
 import re
 
 import streamlit as st
@@ -352,19 +353,18 @@ def round_view() -> None:
 
     if stepper.traces:
         cols = st.columns(2)
+        # Callables: the files are built when clicked, not on every rerun.
         cols[0].download_button(
-            "Download trace (JSON)", data=_json(), file_name="specdec-trace.json",
-            mime="application/json", key="b_json",
+            "Download trace (JSON)", data=_json, file_name="specdec-trace.json",
+            mime="application/json", key="b_json", on_click="ignore",
         )  # fmt: skip
         cols[1].download_button(
-            "Download rounds (CSV)", data=stepper.to_csv(), file_name="specdec-rounds.csv",
-            mime="text/csv", key="b_csv",
+            "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
+            mime="text/csv", key="b_csv", on_click="ignore",
         )  # fmt: skip
 
 
 def _json() -> str:
-    import json
-
     return json.dumps(stepper.to_dict(), indent=1)
 
 
