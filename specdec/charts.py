@@ -114,17 +114,19 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
     k = trace.gamma
     rows = [f"{i + 1}. {name}" for i, name in enumerate(_names(trace.drafted_tokens, labels))]
     fig = go.Figure()
+    greedy = trace.uniforms is None
+    rule = "1 if x = argmax p, else 0" if greedy else "min(1, p/q)"
     for i in range(k):
+        # Accept zone [0, ratio) in green, reject zone [ratio, 1] in red; grey once never tested.
         tested = i < trace.num_tested
-        accepted = i < trace.num_accepted
         ratio = trace.accept_probs[i]
-        color = (ACCEPT_COLOR if accepted else REJECT_COLOR) if tested else MUTED_COLOR
-        fig.add_bar(y=[rows[i]], x=[ratio], orientation="h", marker_color=color, opacity=0.35,
-                    showlegend=False, hovertemplate=f"min(1, p/q) = {ratio:.3f}<extra></extra>")  # fmt: skip
-        fig.add_bar(y=[rows[i]], x=[1 - ratio], base=[ratio], orientation="h",
-                    marker_color="#f5f5f5", showlegend=False, hoverinfo="skip")  # fmt: skip
-    ratio_x = trace.accept_probs[:k]
-    fig.add_scatter(y=rows, x=ratio_x, mode="markers", name="min(1, p/q)",
+        accept_color, reject_color = (ACCEPT_COLOR, REJECT_COLOR) if tested else (MUTED_COLOR, MUTED_COLOR)
+        hover = f"accept zone: {rule} = {ratio:.3f}<extra></extra>"
+        fig.add_bar(y=[rows[i]], x=[ratio], orientation="h", marker_color=accept_color, opacity=0.35,
+                    showlegend=False, hovertemplate=hover)  # fmt: skip
+        fig.add_bar(y=[rows[i]], x=[1 - ratio], base=[ratio], orientation="h", marker_color=reject_color,
+                    opacity=0.12, showlegend=False, hoverinfo="skip")  # fmt: skip
+    fig.add_scatter(y=rows, x=trace.accept_probs[:k], mode="markers", name=rule,
                     marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": HIGHLIGHT_LINE}},
                     hovertemplate="ratio %{x:.3f}<extra></extra>")  # fmt: skip
     if trace.uniforms is not None:

@@ -63,7 +63,8 @@ def test_acceptance_chart_marks_u_for_tested_positions_only():
     assert len(u) == 1 and list(u[0].x) == [0.05, 0.9]  # 2 tested: one accepted, one rejected
     assert list(u[0].marker.color) == [charts.ACCEPT_COLOR, charts.REJECT_COLOR]
     zones = [d for d in fig.data if d.type == "bar" and d.opacity == 0.35]
-    assert [z.marker.color for z in zones] == [charts.ACCEPT_COLOR, charts.REJECT_COLOR, charts.MUTED_COLOR]
+    assert [z.marker.color for z in zones] == [charts.ACCEPT_COLOR, charts.ACCEPT_COLOR, charts.MUTED_COLOR]
+    assert [list(z.x) for z in zones] == [[1.0], [0.5], [0.75]]  # the accept zone ends at min(1, p/q)
     assert "u &lt; min(1, p/q)" in fig.layout.title.text  # escaped; Plotly shows "<"
 
 
@@ -71,6 +72,7 @@ def test_acceptance_chart_greedy_has_no_coin():
     fig = charts.acceptance_chart(trace(uniforms=None), LABELS)
     assert not [d for d in fig.data if d.name and d.name.startswith("u ")]
     assert "greedy" in fig.layout.title.text
+    assert any(d.name == "1 if x = argmax p, else 0" for d in fig.data)
 
 
 def test_duplicate_labels_stay_distinct():
