@@ -14,7 +14,7 @@ import streamlit as st
 
 from specdec.errors import SpecDecError
 from specdec.generation import Settings
-from specdec.models import BUNDLED_TARGET
+from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
 from specdec.pair import NGRAM, ModelPair
 from specdec.sampling import SamplingConfig
 from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
@@ -122,8 +122,11 @@ def sidebar_controls() -> None:
     sb = st.sidebar
     sb.header("Models")
     _widget(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
-    _widget(sb.text_input, "Drafter", "drafter",
-            help="'ngram' (copy from the prompt, no model) or a draft model's id or folder")  # fmt: skip
+    drafters = (
+        f"'ngram' (copy from the text so far, no model), '{BUNDLED_DRAFT}' (trained with "
+        "`python -m specdec train-draft`), or a draft model's Hugging Face id or folder"
+    )
+    _widget(sb.text_input, "Drafter", "drafter", help=drafters)
     sb.header("Decoding")
     _widget(sb.slider, "γ: tokens drafted per round", "gamma", *LIMITS["gamma"])
     _widget(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
