@@ -11,6 +11,7 @@ from specdec.errors import SpecDecError
 from specdec.stepper import Stepper
 
 STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
+ALL = 10**6
 SPEEDS = {"slow": 2.0, "normal": 1.0, "fast": 0.5, "fastest": 0.25}  # seconds per stage
 CHART_CONFIG = {"displayModeBar": False}
 
@@ -21,6 +22,7 @@ state.setdefault("playing", False)
 state.setdefault("animating", False)
 state.setdefault("speed", "normal")
 state.setdefault("animate_stages", True)
+state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while animating
 
 st.title("Round by round")
 st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
@@ -83,6 +85,7 @@ def _step() -> None:
     if stepper.step() is not None:
         state["stage"] = 1 if state["animate_stages"] else 5
         state["animating"] = state["animate_stages"]
+        state["revealed"] = 1 if state["animate_stages"] else ALL
     elif stepper.at_end:
         state["playing"] = False
 
@@ -90,13 +93,14 @@ def _step() -> None:
 def _back() -> None:
     state["_clicked"] = True
     stepper.back()
-    state["stage"], state["animating"] = 5, False
+    state["stage"], state["animating"], state["revealed"] = 5, False, ALL
 
 
 def _reset() -> None:
     state["_clicked"] = True
     stepper.reset()
     state["stage"], state["playing"], state["animating"] = 5, False, False
+    state["revealed"] = ALL
 
 
 def _play() -> None:
@@ -106,9 +110,15 @@ def _play() -> None:
 
 
 def _tick() -> None:
-    """One timer beat: the next stage of this round, or the next round."""
-    if state["animate_stages"] and stepper.current is not None and state["stage"] < 5:
+    """One timer beat: the next draft of stage 1, the next stage, or the next round."""
+    current = stepper.current
+    if state["animate_stages"] and current is not None and state["stage"] == 1:
+        if state["revealed"] < current.gamma:
+            state["revealed"] += 1
+            return
+    if state["animate_stages"] and current is not None and state["stage"] < 5:
         state["stage"] += 1
+        state["revealed"] = ALL
         return
     if not state["playing"]:
         state["animating"] = False
@@ -117,9 +127,15 @@ def _tick() -> None:
         state["playing"] = False
         return
     state["stage"] = 1 if state["animate_stages"] else 5
+    state["revealed"] = 1 if state["animate_stages"] else ALL
 
 
-timer_on = state["playing"] or state["animating"]
+def _timer_interval() -> float | None:
+    """Seconds between beats while playing or animating a round; None when nothing moves."""
+    return SPEEDS[state["speed"]] if state["playing"] or state["animating"] else None
+
+
+timer_interval = _timer_interval()  # what the fragment below is set up with on this run
 
 # -- the round view (a fragment: buttons and timer beats redraw only this part) ----------------
 
@@ -139,6 +155,8 @@ def _draft_strip(trace, stage: int) -> str:
     """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
     chips = []
     for i, token in enumerate(trace.drafted_tokens):
+        if stage == 1 and i >= state["revealed"]:
+            break  # not drafted yet: stage 1 shows the drafter at work, one token per beat
         label = stepper.label(token)
         q, p = trace.draft_token_probs[i], trace.target_token_probs[i]
         if stage < 3:
@@ -165,7 +183,17 @@ def _md_escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$])", r"\\\1", text)
 
 
-def _position_picker(trace, labels, count: int, label: str) -> int:
+def _mark_click() -> None:
+    """A widget in the fragment changed: this rerun is a click, not a timer beat."""
+    state["_clicked"] = True
+
+
+def _stage_chosen() -> None:
+    _mark_click()
+    state["revealed"] = ALL
+
+
+def _position_picker(trace, labels, count: int, label: str, follow: int | None = None) -> int:
     """Pick one position of the round: buttons named by position and drafted token."""
     if count <= 1:
         return 0
@@ -176,9 +204,9 @@ def _position_picker(trace, labels, count: int, label: str) -> int:
 
     key = f"_pos_{trace.index}_{count}"
     state.setdefault(key, 0)
-    if state[key] is None:
-        state[key] = 0
-    st.segmented_control(label, options=list(range(count)), format_func=name, key=key)
+    if state[key] is None or follow is not None:
+        state[key] = follow or 0
+    st.segmented_control(label, options=list(range(count)), format_func=name, key=key, on_change=_mark_click)
     return state[key] or 0
 
 
@@ -192,7 +220,9 @@ def _stage_drafting(trace, labels) -> None:
     if stepper.pair.draft is None:
         st.caption("The n-gram drafter copies what followed the same few tokens earlier in the text: "
                    "q puts all its mass on the copied token.")  # fmt: skip
-    i = _position_picker(trace, labels, trace.gamma, "Drafted token")
+    revealing = state["revealed"] < trace.gamma
+    follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft
+    i = _position_picker(trace, labels, trace.gamma, "Drafted token", follow)
     drafted = trace.drafted_tokens[i]
     title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
     fig = charts.draft_chart(trace.positions[i], drafted, labels, title)
@@ -308,13 +338,13 @@ def _code(label: str) -> str:
 STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage_correct, 5: _stage_output}
 
 
-@st.fragment(run_every=SPEEDS[state["speed"]] if timer_on else None)
+@st.fragment(run_every=timer_interval)
 def round_view() -> None:
     beat = not state.pop("_clicked", False) and not state.pop("_full_run", False)
-    if beat and timer_on:
+    if beat and timer_interval:
         _tick()
-    if (state["playing"] or state["animating"]) != timer_on:
-        st.rerun(scope="app")  # the timer starts or stops: the fragment must be set up again
+    if _timer_interval() != timer_interval:
+        st.rerun(scope="app")  # the timer starts, stops or changes speed: set the fragment up again
 
     cols = st.columns([1, 1, 1, 1, 2, 2])
     cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end, width="stretch", key="b_step")
@@ -326,10 +356,11 @@ def round_view() -> None:
         "Speed",
         options=list(SPEEDS),
         key="speed",
+        on_change=_mark_click,
         label_visibility="collapsed",
         format_func=lambda name: f"speed: {name}",
     )
-    cols[5].toggle("Animate stages", key="animate_stages")
+    cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
     _counters()
     trace = stepper.current
@@ -339,7 +370,7 @@ def round_view() -> None:
         done = " · generation finished" if stepper.at_end else ""
         st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
         st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
-                             label_visibility="collapsed")  # fmt: skip
+                             label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
         stage = state["stage"] or 5
         labels = stepper.labels_for(trace)
         st.markdown(_draft_strip(trace, stage), unsafe_allow_html=True)
