@@ -6,13 +6,22 @@ from dataclasses import dataclass
 
 from specdec.drafters import Drafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
-from specdec.models import BUNDLED_TARGET, LoadedModel, check_tokenizers_match, load_model
+from specdec.models import (
+    BUNDLED_DRAFT,
+    BUNDLED_TARGET,
+    SHIPPED_DRAFT,
+    LoadedModel,
+    check_tokenizers_match,
+    load_model,
+)
 
 NGRAM = "ngram"
 
 
 def default_drafter(target_name: str) -> str:
-    """The drafter used when none is asked for (the bundled target has no trained draft yet)."""
+    """The drafter used when none is asked for: the trained draft for the bundled target, if shipped."""
+    if target_name == BUNDLED_TARGET and (SHIPPED_DRAFT / "draft-layers.safetensors").exists():
+        return BUNDLED_DRAFT
     return NGRAM
 
 

@@ -79,14 +79,13 @@ def shown_distribution(
     target_probs: torch.Tensor,
     draft_probs: torch.Tensor | None,
     residual: torch.Tensor | None,
-    drafted_token: int | None,
+    marked_tokens: list[int],
 ) -> ShownDistribution:
-    ids = _top_ids(target_probs, SHOWN_TOKENS)
+    """`marked_tokens` (the drafted token, the token drawn here) are shown even if not in a top list."""
+    ids = _top_ids(target_probs, SHOWN_TOKENS) | set(marked_tokens)
     for extra in (draft_probs, residual):
         if extra is not None:
             ids |= _top_ids(extra, SHOWN_TOKENS)
-    if drafted_token is not None:
-        ids.add(drafted_token)
     order = sorted(ids, key=lambda t: -float(target_probs[t]))
     index = torch.tensor(order, dtype=torch.long)
 
@@ -108,12 +107,17 @@ def _trace(
     verify_seconds: float,
 ) -> RoundTrace:
     k = len(drafted)
+
+    def marked(i: int) -> list[int]:
+        drafted_here = [int(drafted[i])] if i < k else []
+        return drafted_here + ([verdict.next_token] if i == verdict.num_accepted else [])
+
     positions = [
         shown_distribution(
             target_probs[i],
             draft_probs[i] if i < k else None,
             verdict.residual if i == verdict.num_accepted else None,
-            int(drafted[i]) if i < k else None,
+            marked(i),
         )
         for i in range(k + 1)
     ]

@@ -116,6 +116,7 @@ def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
         else:
             assert t.positions[t.num_accepted].residual_probs is not None
         assert t.emitted_tokens[-1] == t.next_token
+        assert t.next_token in t.positions[t.num_accepted].token_ids  # the drawn token is shown too
 
 
 def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab):
