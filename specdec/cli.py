@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from specdec.errors import SpecDecError
-from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.names import BUNDLED_DRAFT, BUNDLED_TARGET
 
 EXIT_BAD_INPUT = 2
 

