@@ -1,0 +1,90 @@
+"""The instructor pages' measurements on the tiny pair: shapes, invariants, and the guarantee."""
+
+import threading
+
+import pytest
+import torch
+
+from specdec import experiments as ex
+from specdec.generation import Settings
+from specdec.pair import ModelPair
+from specdec.sampling import SamplingConfig
+from specdec.stats import tv_distance
+
+PROMPT = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_pair_dirs):
+    return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair):
+    return pair.encode_prompt(PROMPT, False, 16)
+
+
+def test_race_interleaves_and_both_finish(pair, prompt_ids):
+    settings = Settings(gamma=3, max_new_tokens=12, seed=1)
+    states = [(len(s.token_ids), len(p.token_ids)) for s, p in ex.race(pair, prompt_ids, settings)]
+    spec = ex.timed_run(pair, prompt_ids, settings, True)
+    plain = ex.timed_run(pair, prompt_ids, settings, False)
+    assert states[-1] == (len(spec.token_ids), len(plain.token_ids))
+    # Both lanes moved before either finished: the race interleaves them.
+    assert any(0 < s < states[-1][0] and 0 < p < states[-1][1] for s, p in states)
+    report = ex.speedup_report(spec, plain)
+    assert report.measured > 0 and report.theoretical > 0 and 0 <= report.alpha <= 1
+
+
+def test_the_lock_is_released_between_passes(pair, prompt_ids):
+    lock = threading.Lock()
+    run, passes = ex.lane(pair, prompt_ids, Settings(gamma=2, max_new_tokens=6), True, lock)
+    for _ in passes:
+        assert not lock.locked()
+    assert run.finished and run.token_ids
+
+
+def test_gamma_sweep_rows(pair, prompt_ids):
+    rows = list(ex.gamma_sweep(pair, prompt_ids, Settings(max_new_tokens=8), gammas=[1, 3]))
+    assert [r["gamma"] for r in rows] == [1, 3] and all(r["speedup"] > 0 for r in rows)
+
+
+def test_prompt_sets_and_summary(pair):
+    sets = {"code": [PROMPT, "for i in range(10):\n"], "prose": ["The quick brown fox"]}
+    rows = list(ex.prompt_set_runs(pair, sets, Settings(gamma=2, max_new_tokens=6), chat=False))
+    assert [r["category"] for r in rows] == ["code", "code", "prose"]
+    summary = ex.category_summary(rows)
+    assert [s["category"] for s in summary] == ["code", "prose"] and summary[0]["prompts"] == 2
+
+
+def test_sampled_first_tokens_match_the_target(pair, prompt_ids):
+    """Same seeds, different algorithms: the two samples differ draw by draw, not in distribution."""
+    settings = Settings(gamma=2, sampling=SamplingConfig(1.0, top_k=3), max_new_tokens=1)
+    *_, tally = ex.sample_outcomes(pair, prompt_ids, settings, num_samples=300, num_tokens=1)
+    assert tally.samples == 300 and tally.drafted > 0
+    assert tv_distance(tally.speculative, tally.target) < 0.12
+
+
+def test_greedy_equals_target_only(pair, prompt_ids):
+    check = ex.greedy_check(pair, prompt_ids, Settings(gamma=3, max_new_tokens=16))
+    assert check.first_difference is None and check.speculative == check.target
+
+
+def test_forward_costs(pair, prompt_ids):
+    rows = list(ex.forward_costs(pair, prompt_ids, sizes=(1, 4), repeats=2))
+    assert [r["tokens"] for r in rows] == [1, 4] and all(r["seconds"] > 0 for r in rows)
+    assert ex.device_name(pair).startswith(("CPU", "GPU"))
+
+
+def test_compare_drafters(pair, prompt_ids):
+    ngram = ModelPair(pair.target, None)
+    rows = list(ex.compare_drafters({"n-gram": ngram, "model": pair}, prompt_ids, Settings(max_new_tokens=8)))
+    assert [r["drafter"] for r in rows] == [ex.TARGET, "n-gram", "model"]

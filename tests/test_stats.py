@@ -1,0 +1,71 @@
+"""TV distance, the chi-square test and the paper's speed-up formula, against hand-computed values."""
+
+import math
+from collections import Counter
+
+import pytest
+
+from specdec.errors import SpecDecError
+from specdec.experiments import speedup_model, toy_rule
+from specdec.metrics import expected_tokens_per_pass, theoretical_speedup
+from specdec.stats import chi_square_sf, chi_square_two_sample, tv_distance
+
+
+def test_tv_distance_by_hand():
+    assert tv_distance({"a": 3, "b": 1}, {"a": 1, "b": 3}) == pytest.approx(0.5)
+    assert tv_distance({"a": 5}, {"b": 2}) == pytest.approx(1.0)  # disjoint supports
+    assert tv_distance(Counter(a=2, b=2), Counter(a=10, b=10)) == pytest.approx(0.0)  # scale-free
+    # ½(|.5−.2| + |.3−.3| + |.2−.5|) = 0.3
+    assert tv_distance({1: 5, 2: 3, 3: 2}, {1: 2, 2: 3, 3: 5}) == pytest.approx(0.3)
+
+
+def test_empty_sample_is_a_message():
+    with pytest.raises(SpecDecError, match="empty"):
+        tv_distance({}, {"a": 1})
+
+
+def test_chi_square_tail_by_hand():
+    # χ²(1): P(X ≥ x) = erfc(sqrt(x/2)); χ²(2): P(X ≥ x) = exp(−x/2).
+    assert chi_square_sf(2.0, 1) == pytest.approx(math.erfc(1.0), rel=1e-9)
+    assert chi_square_sf(3.841, 1) == pytest.approx(0.05, abs=1e-4)
+    assert chi_square_sf(4.0, 2) == pytest.approx(math.exp(-2.0), rel=1e-9)
+    assert chi_square_sf(0.0, 3) == pytest.approx(1.0)
+
+
+def test_chi_square_two_sample_by_hand():
+    # Table [[3, 1], [1, 3]]: every expected count is 2, statistic 4 · (1²/2) = 2, one dof.
+    result = chi_square_two_sample({"a": 3, "b": 1}, {"a": 1, "b": 3}, min_expected=0)
+    assert result.statistic == pytest.approx(2.0) and result.dof == 1
+    assert result.p_value == pytest.approx(math.erfc(1.0), rel=1e-9)
+    same = chi_square_two_sample({"a": 50, "b": 30, "c": 20}, {"a": 100, "b": 60, "c": 40})
+    assert same.statistic == pytest.approx(0.0) and same.p_value == pytest.approx(1.0)
+
+
+def test_chi_square_pools_rare_outcomes():
+    a = {"x": 40, "y": 40, "r1": 1, "r2": 1}
+    b = {"x": 40, "y": 40, "r3": 1, "r4": 1}
+    result = chi_square_two_sample(a, b)
+    assert result.categories == 3 and result.dof == 2  # x, y, and one "other" cell
+    assert result.p_value > 0.9
+
+
+def test_theoretical_speedup_by_hand():
+    # α = 0.8, γ = 4: (1 − 0.8⁵) / 0.2 = 3.3616 tokens per pass; with c = 0.05: / 1.2 = 2.80133.
+    assert expected_tokens_per_pass(0.8, 4) == pytest.approx(3.3616)
+    assert theoretical_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2)
+    assert expected_tokens_per_pass(1.0, 4) == 5.0
+    assert theoretical_speedup(0.0, 3, 0.1) == pytest.approx(1 / 1.3)  # nothing kept: pure overhead
+    # The hardware version divides by γc + v: v = 1 is the paper's formula.
+    assert speedup_model(0.8, 4, 0.05) == pytest.approx(theoretical_speedup(0.8, 4, 0.05))
+    assert speedup_model(0.8, 4, 0.05, verify_overhead=2.0) == pytest.approx(3.3616 / 2.2)
+
+
+def test_toy_rule_output_is_p():
+    rule = toy_rule([5, 3, 2, 0, 0], [1, 1, 1, 1, 1])
+    assert rule.accept_probability == pytest.approx(0.2 + 0.2 + 0.2)  # Σ min(p, q)
+    assert rule.residual == pytest.approx([0.3 / 0.4, 0.1 / 0.4, 0, 0, 0])
+    assert rule.output == pytest.approx(rule.target_probs)
+    same = toy_rule([1, 2, 3], [1, 2, 3])  # draft = target: zero residual, everything accepted
+    assert same.accept_probability == pytest.approx(1.0) and same.output == pytest.approx(same.target_probs)
+    with pytest.raises(SpecDecError, match="above zero"):
+        toy_rule([0, 0], [1, 1])
