@@ -36,6 +36,23 @@ page = st.navigation(
         st.Page(
             "app_pages/rounds.py", title="Round by round", icon=":material/manage_search:", url_path="rounds"
         ),
+        st.Page("app_pages/speedup.py", title="Live speed-up", icon=":material/speed:", url_path="speedup"),
+        st.Page(
+            "app_pages/code_vs_prose.py",
+            title="Code vs prose",
+            icon=":material/code:",
+            url_path="code-vs-prose",
+        ),
+        st.Page(
+            "app_pages/guarantee.py", title="The guarantee", icon=":material/verified:", url_path="guarantee"
+        ),
+        st.Page(
+            "app_pages/idle_machine.py",
+            title="The idle machine",
+            icon=":material/memory:",
+            url_path="idle-machine",
+        ),
+        st.Page("app_pages/variants.py", title="Variants", icon=":material/alt_route:", url_path="variants"),
     ]
 )
 page.run()

@@ -145,3 +145,279 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
         "accept if u < min(1, p/q)"
     )  # fmt: skip
     return _layout(fig, title, height=90 + 42 * max(k, 1))
+
+
+# -- instructor pages: measured results -> figures --------------------------------------------
+
+SPEC_COLOR, PLAIN_COLOR, THEORY_COLOR = "#2e7d32", "#757575", "#1e88e5"
+
+
+def race_chart(spec_points: list[tuple[float, int]], plain_points: list[tuple[float, int]]) -> go.Figure:
+    """Tokens produced against compute seconds, one line per lane: the steeper line is faster."""
+    fig = go.Figure()
+    for name, points, color in (
+        ("speculative", spec_points, SPEC_COLOR),
+        ("target only", plain_points, PLAIN_COLOR),
+    ):
+        fig.add_scatter(
+            x=[s for s, _ in points],
+            y=[n for _, n in points],
+            mode="lines+markers",
+            name=name,
+            line={"color": color, "shape": "hv"},
+            marker={"size": 4},
+            hovertemplate="%{y} tokens after %{x:.2f} s<extra>" + name + "</extra>",
+        )
+    fig.update_xaxes(title_text="compute seconds", gridcolor="#eeeeee", rangemode="tozero")
+    fig.update_yaxes(title_text="tokens")
+    return _layout(fig, "Tokens over time (slope = tokens/s)")
+
+
+def cumulative_speedup_chart(points: list[tuple[int, float]]) -> go.Figure:
+    """Speed-up so far (speculative tokens/s over target-only tokens/s) against tokens produced."""
+    fig = go.Figure(
+        go.Scatter(
+            x=[n for n, _ in points],
+            y=[s for _, s in points],
+            mode="lines",
+            line={"color": SPEC_COLOR},
+            name="speed-up so far",
+            hovertemplate="%{y:.2f}x after %{x} tokens<extra></extra>",
+        )
+    )
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
+    fig.update_xaxes(title_text="speculative tokens so far", gridcolor="#eeeeee")
+    fig.update_yaxes(title_text="speed-up (x)")
+    return _layout(fig, "Cumulative speed-up")
+
+
+def acceptance_rounds_chart(accepted: list[int], drafted: list[int]) -> go.Figure:
+    """Drafts kept and drafts thrown away, per round."""
+    rounds = list(range(1, len(accepted) + 1))
+    fig = go.Figure()
+    fig.add_bar(x=rounds, y=accepted, name="accepted", marker_color=ACCEPT_COLOR)
+    fig.add_bar(
+        x=rounds,
+        y=[d - a for a, d in zip(accepted, drafted, strict=True)],
+        name="rejected/discarded",
+        marker_color=REJECT_COLOR,
+        opacity=0.5,
+    )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="round")
+    fig.update_yaxes(title_text="drafts")
+    return _layout(fig, "Acceptance per round")
+
+
+def accepted_length_chart(histogram: list[int]) -> go.Figure:
+    """How many rounds kept 0, 1, ..., γ drafts."""
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(histogram))),
+            y=histogram,
+            marker_color=P_COLOR,
+            hovertemplate="%{y} round(s) kept %{x} draft(s)<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="drafts accepted in the round", dtick=1)
+    fig.update_yaxes(title_text="rounds")
+    return _layout(fig, "Accepted length per round")
+
+
+def speedup_curve_chart(
+    gamma: float, cost_ratio: float, verify_overhead: float, alpha: float, measured: float
+) -> go.Figure:
+    """The expected speed-up over α (paper: γc + 1; this machine: γc + v), with the measured point."""
+    from specdec.experiments import speedup_model
+
+    alphas = [i / 100 for i in range(101)]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=alphas,
+        y=[speedup_model(a, gamma, cost_ratio) for a in alphas],
+        mode="lines",
+        name="paper: E[tokens/pass] / (γc + 1)",
+        line={"color": THEORY_COLOR, "dash": "dash"},
+        hovertemplate="α=%{x:.2f}: %{y:.2f}x<extra></extra>",
+    )
+    fig.add_scatter(
+        x=alphas,
+        y=[speedup_model(a, gamma, cost_ratio, verify_overhead) for a in alphas],
+        mode="lines",
+        name=f"this machine: / (γc + v), v = {verify_overhead:.2f}",
+        line={"color": THEORY_COLOR},
+        hovertemplate="α=%{x:.2f}: %{y:.2f}x<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[alpha],
+        y=[measured],
+        mode="markers+text",
+        name="measured",
+        marker={"size": 14, "color": SPEC_COLOR, "symbol": "star"},
+        text=[f"{measured:.2f}x"],
+        textposition="top left",
+        hovertemplate="measured: α=%{x:.2f}, %{y:.2f}x<extra></extra>",
+    )
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
+    fig.update_xaxes(title_text="α (per-token acceptance probability)", range=[0, 1], gridcolor="#eeeeee")
+    fig.update_yaxes(title_text="speed-up (x)")
+    title = f"Speed-up vs α at γ = {gamma:.1f}, c = {cost_ratio:.3f}"
+    return _layout(fig, title, height=340)
+
+
+def gamma_sweep_chart(rows: list[dict]) -> go.Figure:
+    """Measured speed-up (and this machine's theory) per γ; the best γ marked."""
+    gammas = [r["gamma"] for r in rows]
+    fig = go.Figure()
+    best = max(rows, key=lambda r: r["speedup"]) if rows else None
+    colors = [SPEC_COLOR if r is best else MUTED_COLOR for r in rows]
+    fig.add_bar(
+        x=gammas,
+        y=[r["speedup"] for r in rows],
+        name="measured",
+        marker_color=colors,
+        hovertemplate="γ=%{x}: %{y:.2f}x<extra>measured</extra>",
+    )
+    fig.add_scatter(
+        x=gammas,
+        y=[r["theory"] for r in rows],
+        mode="lines+markers",
+        name="theory (this machine)",
+        line={"color": THEORY_COLOR},
+        hovertemplate="γ=%{x}: %{y:.2f}x<extra>theory</extra>",
+    )
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
+    fig.update_xaxes(title_text="γ (tokens drafted per round)", dtick=1)
+    fig.update_yaxes(title_text="speed-up (x)")
+    return _layout(fig, "γ sweep" + (f": best γ = {best['gamma']}" if best else ""), height=300)
+
+
+def category_chart(rows: list[dict], key: str, title: str, axis: str) -> go.Figure:
+    """One box per category with every prompt as a point: the spread, not just the average."""
+    fig = go.Figure()
+    for category in dict.fromkeys(r["category"] for r in rows):
+        values = [r[key] for r in rows if r["category"] == category]
+        fig.add_box(
+            y=values,
+            name=html.escape(str(category)),
+            boxpoints="all",
+            jitter=0.4,
+            pointpos=0,
+            hovertemplate="%{y:.2f}<extra></extra>",
+        )
+    fig.update_layout(showlegend=False)
+    fig.update_yaxes(title_text=axis, rangemode="tozero")
+    return _layout(fig, title, height=300)
+
+
+def toy_chart(
+    labels: list[str], target: list[float], draft: list[float], residual: list[float], output: list[float]
+) -> go.Figure:
+    """p, q, the residual and the exact output distribution of one speculative step."""
+    names = [html.escape(name) for name in labels]
+    fig = go.Figure()
+    for series, name, color in (
+        (target, "p (target)", P_COLOR),
+        (draft, "q (draft)", Q_COLOR),
+        (residual, "residual norm(max(0, p−q))", RESIDUAL_COLOR),
+        (output, "output of the rule", SPEC_COLOR),
+    ):
+        fig.add_bar(
+            x=names,
+            y=series,
+            name=name,
+            marker_color=color,
+            hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>",
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="probability", range=[0, 1.05])
+    return _layout(fig, "Toy distributions: the output equals p", height=320)
+
+
+def empirical_chart(
+    labels: list[str], speculative: list[float], target: list[float], title: str
+) -> go.Figure:
+    """Two empirical distributions over the same outcomes, side by side."""
+    names = _names(list(range(len(labels))), dict(enumerate(labels)))
+    fig = go.Figure()
+    fig.add_bar(
+        x=names,
+        y=speculative,
+        name="speculative",
+        marker_color=SPEC_COLOR,
+        hovertemplate="%{x}: %{y:.3f}<extra>speculative</extra>",
+    )
+    fig.add_bar(
+        x=names,
+        y=target,
+        name="target only",
+        marker_color=PLAIN_COLOR,
+        hovertemplate="%{x}: %{y:.3f}<extra>target only</extra>",
+    )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="frequency")
+    return _layout(fig, title, height=320)
+
+
+def forward_cost_chart(rows: list[dict], device: str) -> go.Figure:
+    """Seconds per target forward pass against the number of new tokens in it (log-2 x axis)."""
+    x = [r["tokens"] for r in rows]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=x,
+        y=[r["seconds"] * 1000 for r in rows],
+        mode="lines+markers",
+        name="median",
+        line={"color": P_COLOR},
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": [(r["max_seconds"] - r["seconds"]) * 1000 for r in rows],
+            "arrayminus": [(r["seconds"] - r["min_seconds"]) * 1000 for r in rows],
+        },
+        hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>",
+    )
+    if rows:
+        one = rows[0]["seconds"] * 1000
+        fig.add_scatter(
+            x=x,
+            y=[one * n / rows[0]["tokens"] for n in x],
+            mode="lines",
+            name="if cost ∝ tokens",
+            line={"dash": "dot", "color": MUTED_COLOR},
+        )
+        fig.add_scatter(
+            x=x,
+            y=[one] * len(x),
+            mode="lines",
+            name="if flat (memory-bound)",
+            line={"dash": "dash", "color": ACCEPT_COLOR},
+        )
+    fig.update_xaxes(
+        title_text="new tokens in one forward pass", type="log", tickvals=x, ticktext=[str(n) for n in x]
+    )
+    fig.update_yaxes(title_text="ms per pass", rangemode="tozero")
+    return _layout(fig, f"Target forward pass cost on {device}", height=340)
+
+
+def drafter_chart(rows: list[dict]) -> go.Figure:
+    """Speed-up and tokens per target pass for each drafter (target-only = 1)."""
+    names = [html.escape(r["drafter"]) for r in rows]
+    fig = go.Figure()
+    fig.add_bar(
+        x=names,
+        y=[r["speedup"] for r in rows],
+        name="speed-up (x)",
+        marker_color=SPEC_COLOR,
+        hovertemplate="%{x}: %{y:.2f}x<extra></extra>",
+    )
+    fig.add_bar(
+        x=names,
+        y=[r["tokens_per_pass"] for r in rows],
+        name="tokens per target pass",
+        marker_color=P_COLOR,
+        hovertemplate="%{x}: %{y:.2f} tokens/pass<extra></extra>",
+    )
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Drafters on the same prompt and settings", height=300)

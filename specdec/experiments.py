@@ -354,3 +354,17 @@ def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MOD
             "text": pair.decode(spec.token_ids),
             "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus) for t in spec.traces],
         }
+
+
+def with_drafter(pair: ModelPair, drafter: str) -> ModelPair:
+    """The same loaded target with another drafter ("ngram" or a draft model's name): no second target."""
+    from specdec.models import check_tokenizers_match, load_model
+    from specdec.pair import NGRAM
+
+    if drafter == NGRAM:
+        return ModelPair(pair.target, None)
+    if pair.draft is not None and pair.draft.name == drafter:
+        return pair
+    draft = load_model(drafter)
+    check_tokenizers_match(pair.target, draft)
+    return ModelPair(pair.target, draft)

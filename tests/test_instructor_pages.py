@@ -1,0 +1,107 @@
+"""The instructor pages in AppTest with the tiny pair: each loads, runs its main action, shows results."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import assert_clean, errors, make_app, metrics
+
+SPEEDUP, SETS, GUARANTEE = "app_pages/speedup.py", "app_pages/code_vs_prose.py", "app_pages/guarantee.py"
+IDLE, VARIANTS = "app_pages/idle_machine.py", "app_pages/variants.py"
+PAGES = [SPEEDUP, SETS, GUARANTEE, IDLE, VARIANTS]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("plotly_chart"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_loads(tiny_pair_dirs, page):
+    at = make_app(tiny_pair_dirs, page)
+    assert_clean(at)
+    assert not errors(at)
+
+
+def test_speedup_race_and_sweep(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, SPEEDUP, max_new_tokens=12, gamma=3)
+    at.button(key="b_race").click().run()
+    assert_clean(at)
+    shown = metrics(at)
+    assert shown["Measured speed-up"].endswith("x") and shown["Theory (paper)"].endswith("x")
+    assert charts(at) >= 5  # race, cumulative, per round, histogram, the curve over α
+    at.button(key="b_sweep").click().run()
+    assert_clean(at)
+    assert any("Best measured: γ =" in c.value for c in at.caption)
+
+
+def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, SETS)
+    at.number_input(key="_cp_per_cat").set_value(1)
+    at.number_input(key="_cp_tokens").set_value(6).run()
+    at.button(key="b_sets").click().run()
+    assert_clean(at)
+    assert charts(at) == 3
+    assert {row["category"] for row in at.dataframe[0].value.to_dict("records")} == {
+        "code", "structured", "prose", "creative", "copy_heavy"
+    }  # fmt: skip
+    at.radio(key="_cp_quiz").set_value("predictability").run()
+    assert_clean(at)
+    assert any("Right." in s.value for s in at.success)
+    at.radio(key="_cp_quiz").set_value("temperature").run()
+    assert any("Not the main reason" in e for e in errors(at))
+
+
+def test_guarantee_toy_sampling_and_greedy(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, GUARANTEE)
+    assert_clean(at)
+    assert metrics(at)["P(draft accepted) = Σ min(p, q)"] == "0.750"  # Σ min(p, q) of the default table
+    at.text_input(key="_gu_prompt").input("def add(a, b):")
+    at.number_input(key="_gu_samples").set_value(30).run()
+    at.button(key="b_sample").click().run()
+    assert_clean(at)
+    shown = metrics(at)
+    assert 0 <= float(shown["TV distance"]) <= 1 and 0 <= float(shown["χ² p-value"]) <= 1
+    at.button(key="b_greedy").click().run()
+    assert_clean(at)
+    assert any("Identical" in s.value for s in at.success)
+
+
+def test_guarantee_bad_prompt_is_a_message(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, GUARANTEE)
+    at.text_input(key="_gu_prompt").input("   ").run()
+    assert_clean(at)
+    assert any("the prompt is empty" in e for e in errors(at))
+
+
+def test_idle_machine_curve(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, IDLE)
+    at.slider(key="_im_repeats").set_value(1).run()
+    at.button(key="b_cost").click().run()
+    assert_clean(at)
+    assert charts(at) == 1
+    assert any("costs" in m.value and "one-token pass" in m.value for m in at.markdown)
+
+
+def test_variants_compare(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=12)
+    at.button(key="b_variants").click().run()
+    assert_clean(at)
+    assert charts(at) == 1
+    assert any("sd-tok" in m.value for m in at.markdown if m.proto.allow_html)
+
+
+def test_variants_with_no_draft_model_says_so(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, VARIANTS, drafter="ngram", max_new_tokens=8)
+    assert_clean(at)
+    assert any("No draft model is configured" in i.value for i in at.info)
+    at.button(key="b_variants").click().run()  # still compares n-gram lookup with the target alone
+    assert_clean(at)
+    assert charts(at) == 1
