@@ -1,5 +1,10 @@
+import os
 import sys
 from pathlib import Path
+
+# The tests run small models on 1 to a few tokens at a time: one thread is faster than two on a
+# shared 2-core machine (less contention), and it must be set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
