@@ -20,11 +20,12 @@ TOY_DEFAULT = [
     {"token": "one", "p (target)": 0.12, "q (draft)": 0.05},
     {"token": "my", "p (target)": 0.08, "q (draft)": 0.05},
 ]
-SAMPLE_PROMPT = "Name one fruit."
+SAMPLE_PROMPT = "red, green, blue, red, green, blue, red, green,"  # repeats: an n-gram drafter proposes too
 
 ui.init_state()
 state = st.session_state
 state.setdefault("_gu_prompt", SAMPLE_PROMPT)
+state.setdefault("_gu_chat", False)
 state.setdefault("_gu_results", {})
 
 st.title("The guarantee")
@@ -90,7 +91,9 @@ st.markdown(
     f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred samples "
     "show the whole distribution."
 )
-st.text_input("Prompt", key="_gu_prompt")
+left, right = st.columns([4, 1])
+left.text_input("Prompt", key="_gu_prompt")
+right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
 cols = st.columns(4)
 samples = cols[0].number_input("Samples of each kind", 10, 2000, 200, step=10, key="_gu_samples")
 num_tokens = cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens")
@@ -99,7 +102,7 @@ temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key="
 try:
     base = ui.current_settings()
     settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0))
-    prompt_ids = pair.encode_prompt(state["_gu_prompt"], bool(state["chat"]), int(num_tokens) + 1)
+    prompt_ids = pair.encode_prompt(state["_gu_prompt"], bool(state["_gu_chat"]), int(num_tokens) + 1)
 except SpecDecError as error:
     st.error(str(error), icon=":material/error:")
     st.stop()

@@ -76,6 +76,7 @@ st.dataframe(
     hide_index=True,
 )
 by_size = {r["tokens"]: r["seconds"] for r in rows}
+st.caption("Median ms per pass: " + ", ".join(f"{n} → {t * 1000:.1f}" for n, t in by_size.items()))
 gamma = int(state["gamma"])
 verify = min((n for n in by_size if n >= gamma + 1), default=max(by_size))
 v = by_size[verify] / by_size[min(by_size)]

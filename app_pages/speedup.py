@@ -98,18 +98,31 @@ def _show_lanes(boxes, spec, plain) -> None:
             st.code(_lane_text(run), language=None, wrap_lines=True)
 
 
-def _show_charts(slot, spec, plain) -> None:
+def _show_charts(slot, spec, plain, tag: str) -> None:
+    """`tag` names this drawing: a chart redrawn during one run needs a key of its own each time."""
     with slot.container():
         left, right = st.columns(2)
-        left.plotly_chart(charts.race_chart(_points(spec), _points(plain)), config=CHART_CONFIG)
-        right.plotly_chart(charts.cumulative_speedup_chart(_cumulative(spec, plain)), config=CHART_CONFIG)
+        left.plotly_chart(
+            charts.race_chart(_points(spec), _points(plain)), config=CHART_CONFIG, key=f"_sp_race{tag}"
+        )
+        right.plotly_chart(
+            charts.cumulative_speedup_chart(_cumulative(spec, plain)),
+            config=CHART_CONFIG,
+            key=f"_sp_cum{tag}",
+        )
         m = spec.metrics()
         if m is not None:
             left, right = st.columns(2)
             drafted = [t.gamma for t in spec.traces]
             accepted = [t.num_accepted for t in spec.traces]
-            left.plotly_chart(charts.acceptance_rounds_chart(accepted, drafted), config=CHART_CONFIG)
-            right.plotly_chart(charts.accepted_length_chart(m.accepted_length_histogram), config=CHART_CONFIG)
+            left.plotly_chart(
+                charts.acceptance_rounds_chart(accepted, drafted), config=CHART_CONFIG, key=f"_sp_rounds{tag}"
+            )
+            right.plotly_chart(
+                charts.accepted_length_chart(m.accepted_length_histogram),
+                config=CHART_CONFIG,
+                key=f"_sp_hist{tag}",
+            )
 
 
 def _show_theory(spec, plain) -> None:
@@ -147,7 +160,7 @@ cols = st.columns([2, 2, 1, 5])
 run_clicked = cols[0].button("Run the race", type="primary", key="b_race", width="stretch")
 sweep_clicked = cols[1].button("γ sweep (1…8)", key="b_sweep", width="stretch")
 cols[2].button("Stop", key="b_stop", on_click=_stop, width="stretch")
-lanes = st.columns(2)
+lanes = [column.empty() for column in st.columns(2)]  # replaced on every pass, not appended
 chart_slot = st.empty()
 
 if run_clicked:
@@ -157,7 +170,7 @@ if run_clicked:
     for passes, (spec, plain) in enumerate(ex.race(pair, prompt_ids, settings), start=1):
         _show_lanes(lanes, spec, plain)
         if passes % REDRAW_EVERY == 0:
-            _show_charts(chart_slot, spec, plain)
+            _show_charts(chart_slot, spec, plain, str(passes))
         if state.get("_sp_stop"):
             break
     if spec is not None and spec.finished and plain.finished:
@@ -165,13 +178,13 @@ if run_clicked:
     elif spec is not None:
         st.warning("Stopped: the numbers below cover the tokens produced so far.")
         state["_sp_results"].pop(key, None)
-        _show_charts(chart_slot, spec, plain)
+        _show_charts(chart_slot, spec, plain, "stopped")
         _show_theory(spec, plain)
 
 if key in state["_sp_results"]:
     spec, plain = state["_sp_results"][key]
     _show_lanes(lanes, spec, plain)
-    _show_charts(chart_slot, spec, plain)
+    _show_charts(chart_slot, spec, plain, "final")
     _show_theory(spec, plain)
 elif not run_clicked:
     st.info("Press **Run the race** to decode the prompt both ways, live.")

@@ -143,8 +143,12 @@ def speedup_report(spec: TimedRun, plain: TimedRun) -> SpeedupReport | None:
         gamma=m.mean_drafted,
         cost_ratio=m.cost_ratio,
         verify_overhead=overhead,
-        theoretical=speedup_model(m.alpha, m.mean_drafted, m.cost_ratio),
-        theoretical_on_hardware=speedup_model(m.alpha, m.mean_drafted, m.cost_ratio, overhead),
+        # The paper's formula averaged over the rounds' real draft lengths (an n-gram drafter often
+        # proposes fewer than γ), then the same with this machine's verification cost v.
+        theoretical=m.theoretical_speedup,
+        theoretical_on_hardware=m.theoretical_speedup
+        * (m.mean_drafted * m.cost_ratio + 1.0)
+        / (m.mean_drafted * m.cost_ratio + overhead),
         tokens_per_pass=m.tokens_per_pass,
     )
 

@@ -31,7 +31,7 @@ def test_every_page_loads(tiny_pair_dirs, page):
 
 
 def test_speedup_race_and_sweep(tiny_pair_dirs):
-    at = make_app(tiny_pair_dirs, SPEEDUP, max_new_tokens=12, gamma=3)
+    at = make_app(tiny_pair_dirs, SPEEDUP, max_new_tokens=40, gamma=3)  # several chart redraws
     at.button(key="b_race").click().run()
     assert_clean(at)
     shown = metrics(at)

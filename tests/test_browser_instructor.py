@@ -1,0 +1,126 @@
+"""The instructor pages in a real browser with the bundled pair: open each, run its main action with
+small sizes, save a screenshot, and write the numbers each page showed to test-artifacts/.
+
+    .venv/bin/python -m pytest tests/test_browser_instructor.py -x -q     (about 2-4 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from urllib.parse import urlencode
+
+import pytest
+from test_browser import ARTIFACTS, CHROMIUM, browser_page, metric, streamlit_server, wait_idle
+
+from specdec.models import BUNDLED_TARGET
+
+pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"
+)
+
+SETTINGS = {"gamma": "4", "seed": "0", "temperature": "0.7", "max_new_tokens": "24", "chat": "1",
+            "prompt": "Copy this list exactly, then add one more fruit at the end:\n"
+                      "apple, banana, cherry, date, elderberry, fig, grape, honeydew"}  # fmt: skip
+NUMBERS = ARTIFACTS / "instructor-numbers.json"
+
+
+def open_page(page, base: str, path: str, **overrides) -> None:
+    page.goto(f"{base}/{path}?{urlencode({**SETTINGS, **overrides})}")
+    page.locator('[data-testid="stMainBlockContainer"] h1').first.wait_for()
+    wait_idle(page)
+
+
+def click_and_wait(page, button: str, done: str, timeout: float = 240_000) -> None:
+    """Click, then wait for `done`; fail at once (with a screenshot) if the page shows a traceback."""
+    page.get_by_role("button", name=button, exact=True).click()
+    finished = page.get_by_text(done).first.or_(page.locator('[data-testid="stException"]').first)
+    finished.wait_for(timeout=timeout)
+    if page.locator('[data-testid="stException"]').count():
+        page.screenshot(path=ARTIFACTS / "instructor-failure.png", full_page=True)
+        pytest.fail(f"{button}: {page.locator('[data-testid=stException]').first.inner_text()[:500]}")
+    wait_idle(page)
+
+
+def set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_idle(page)
+
+
+def shot(page, name: str) -> None:
+    page.wait_for_timeout(600)  # Plotly draws after the data arrives
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+
+def captions(page) -> list[str]:
+    return [c.strip() for c in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()]
+
+
+def test_instructor_pages_with_the_bundled_pair():
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": "ngram", "SPECDEC_CHAT": "1",
+           "OMP_NUM_THREADS": "1"}  # fmt: skip
+    numbers: dict[str, dict] = {}
+    started = time.monotonic()
+    with streamlit_server(env, timeout=180) as base, browser_page(height=1400) as page:
+        # 1. Live speed-up: the race, then the γ sweep.
+        open_page(page, base, "speedup")
+        click_and_wait(page, "Run the race", "Measured speed-up")
+        numbers["speedup"] = {label: metric(page, label) for label in (
+            "Measured speed-up", "Theory (paper)", "Theory (this machine)", "α (acceptance)",
+            "Tokens per target pass")}  # fmt: skip
+        numbers["speedup"]["caption"] = next(c for c in captions(page) if c.startswith("Measured here"))
+        shot(page, "instructor-speedup-race")
+        click_and_wait(page, "γ sweep (1…8)", "Best measured")
+        numbers["speedup"]["sweep"] = next(c for c in captions(page) if c.startswith("Best measured"))
+        shot(page, "instructor-speedup-sweep")
+
+        # 2. Code vs prose: one prompt per category, 16 tokens each; then the quiz.
+        open_page(page, base, "code-vs-prose")
+        set_number(page, "Prompts per category", 1)
+        set_number(page, "New tokens per prompt", 16)
+        click_and_wait(page, "Run the prompt sets", "Save results (JSON)")
+        page.get_by_text("Continuations of code are more predictable").click()
+        page.get_by_text("Right.").first.wait_for()
+        wait_idle(page)
+        numbers["code_vs_prose"] = {
+            "quiz": page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+        }
+        shot(page, "instructor-code-vs-prose")
+
+        # 3. The guarantee: 100 samples of the first token each way, then greedy.
+        open_page(page, base, "guarantee")
+        set_number(page, "Samples of each kind", 150)
+        click_and_wait(page, "Sample both ways", "TV distance")
+        numbers["guarantee"] = {label: metric(page, label) for label in (
+            "TV distance", "χ² p-value", "Drafts tested", "Drafts rejected")}  # fmt: skip
+        click_and_wait(page, "Compare greedy outputs", re.compile("Identical|First difference"))
+        numbers["guarantee"]["greedy"] = page.get_by_text(
+            re.compile("Identical|First difference")
+        ).first.inner_text()
+        shot(page, "instructor-guarantee")
+
+        # 4. The idle machine.
+        open_page(page, base, "idle-machine")
+        click_and_wait(page, "Time the forward pass", "one-token pass")
+        table = page.locator('[data-testid="stDataFrame"]').first.inner_text()
+        numbers["idle_machine"] = {
+            "verdict": page.get_by_text("one-token pass").first.inner_text(),
+            "table": table,
+        }
+        shot(page, "instructor-idle-machine")
+
+        # 5. Variants: n-gram lookup (and the trained draft if shipped) vs the target alone.
+        open_page(page, base, "variants", max_new_tokens="40")
+        click_and_wait(page, "Compare drafters", re.compile("tokens/s ·"))
+        numbers["variants"] = {"drafters": [c for c in captions(page) if "tokens/s ·" in c]}
+        shot(page, "instructor-variants")
+    NUMBERS.write_text(json.dumps(numbers, indent=1, ensure_ascii=False))
+    print(json.dumps(numbers, indent=1, ensure_ascii=False))
+    assert float(numbers["speedup"]["Measured speed-up"].rstrip("x")) > 0
+    assert 0 <= float(numbers["guarantee"]["TV distance"]) <= 1
+    assert time.monotonic() - started < 900
