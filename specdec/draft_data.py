@@ -154,3 +154,15 @@ def make_shards(
         if progress:
             progress(index + 1, len(batches))
     return paths
+
+
+def frequent_tokens(examples: list[Example], count: int, vocab_size: int) -> list[int]:
+    """The `count` tokens the target gives the most probability mass to over all answer positions.
+
+    These are the tokens a reduced draft head scores (FR-Spec); ranking by the target's mass rather
+    than by sampled text also covers the likely tokens it happened not to sample.
+    """
+    mass = torch.zeros(vocab_size)
+    for e in examples:
+        mass.index_add_(0, e.top_ids.flatten(), e.top_probs.float().flatten())
+    return sorted(mass.topk(count).indices.tolist())

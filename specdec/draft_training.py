@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,8 +21,8 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
-from specdec.draft_data import Example, encode_chat, make_shards
-from specdec.models import LoadedModel
+from specdec.draft_data import Example, encode_chat, frequent_tokens, make_shards
+from specdec.models import HEAD_TOKENS_FILE, LoadedModel
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EVAL_PROMPT_SETS = {"code": ASSETS / "prompts" / "code.json", "prose": ASSETS / "prompts" / "prose.json"}
@@ -41,6 +42,7 @@ class DraftTrainingConfig:
     eval_every: int = 100  # steps between evaluations and checkpoints
     eval_tokens: int = 96  # length of the target's greedy answers to the evaluation prompts
     max_shards: int = 0  # use only the first N shards (0 = all): for tiny test runs
+    head_tokens: int = 8192  # tokens the shipped draft's head scores (FR-Spec); 0 = the full vocabulary
 
 
 def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
@@ -121,12 +123,23 @@ def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalS
 
 
 @torch.inference_mode()
-def evaluate(draft: LlamaForCausalLM, eval_set: EvalSet, vocab_size: int) -> dict[str, float]:
-    """Mean Σ min(p, q) (the acceptance probability at T=1) and argmax agreement over answer positions."""
+def evaluate(
+    draft: LlamaForCausalLM, eval_set: EvalSet, vocab_size: int, head_token_ids: list[int] | None = None
+) -> dict[str, float]:
+    """Mean Σ min(p, q) (the acceptance probability at T=1) and argmax agreement over answer positions.
+
+    With `head_token_ids`, q is what a reduced head gives: zero outside those tokens.
+    """
+    outside_head = None
+    if head_token_ids is not None:
+        outside_head = torch.ones(vocab_size, dtype=torch.bool)
+        outside_head[head_token_ids] = False
     overlap, agree, count = 0.0, 0, 0
     for sequence, start, target_probs in zip(eval_set.sequences, eval_set.answer_starts,
                                              eval_set.target_probs, strict=True):
         logits = draft(sequence[None]).logits[0, start - 1 : -1, :vocab_size]
+        if outside_head is not None:
+            logits = logits.masked_fill(outside_head, float("-inf"))
         draft_probs = torch.softmax(logits.float(), -1)
         p = target_probs.float()
         overlap += torch.minimum(p, draft_probs).sum(-1).sum().item()
@@ -135,9 +148,11 @@ def evaluate(draft: LlamaForCausalLM, eval_set: EvalSet, vocab_size: int) -> dic
     return {"sum_min_pq": overlap / count, "greedy_agreement": agree / count}
 
 
-def save_draft(draft: LlamaForCausalLM, folder: Path, card: dict) -> None:
+def save_draft(draft: LlamaForCausalLM, folder: Path, card: dict, head_token_ids: list[int] | None) -> None:
     """config.json + the learned weights in bf16 (the embeddings come from the target at load time)."""
     folder.mkdir(parents=True, exist_ok=True)
+    if head_token_ids is not None:
+        (folder / HEAD_TOKENS_FILE).write_text(json.dumps(head_token_ids) + "\n", encoding="utf-8")
     draft.config.to_json_file(folder / "config.json")
     weights = {k: v.to(torch.bfloat16).contiguous() for k, v in trainable_state(draft).items()}
     save_file(weights, folder / "draft-layers.safetensors")
@@ -157,6 +172,8 @@ def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> Non
     draft.tie_weights()
     draft.save_pretrained(destination)
     AutoTokenizer.from_pretrained(target_folder).save_pretrained(destination)
+    if (shipped / HEAD_TOKENS_FILE).exists():
+        shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
 
 
 def _load_examples(paths: list[Path]) -> list[Example]:
@@ -236,5 +253,10 @@ def train_draft(
     card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
             "answers": len(examples), "labelled_positions": sum(len(e.top_ids) for e in examples),
             "history": state["history"]}
-    save_draft(draft.eval(), output_folder, card)
+    head = frequent_tokens(examples, config.head_tokens, target.vocab_size) if config.head_tokens else None
+    if head is not None:
+        card["final_with_reduced_head"] = {
+            name: evaluate(draft.eval(), s, target.vocab_size, head) for name, s in eval_sets.items()
+        }
+    save_draft(draft.eval(), output_folder, card, head)
     return card

@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 from transformers import PreTrainedModel
 
-from specdec.cached_model import CachedModel
+from specdec.cached_model import CachedModel, ReducedHead
 from specdec.sampling import SamplingConfig, sample, warp_probs
 
 
@@ -40,9 +40,15 @@ class Drafter(Protocol):
 class ModelDrafter:
     """A small causal LM sharing the target's tokenizer, with a KV cache of its own."""
 
-    def __init__(self, model: PreTrainedModel, vocab_size: int, name: str = "draft model"):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        vocab_size: int,
+        name: str = "draft model",
+        head: ReducedHead | None = None,
+    ):
         self.name = name
-        self.cached = CachedModel(model, vocab_size)
+        self.cached = CachedModel(model, vocab_size, head)
 
     def propose(self, token_ids, num_tokens, sampling, generator) -> Draft:
         tokens, probs = [], []

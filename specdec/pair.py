@@ -49,7 +49,8 @@ class ModelPair:
         """A fresh drafter for one run: its KV cache is that run's alone."""
         if self.draft is None:
             return NgramDrafter(self.target.vocab_size)
-        return ModelDrafter(self.draft.model, self.target.vocab_size, name=self.draft.name)
+        return ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
+                            self.draft.reduced_head)
 
     @property
     def stop_token_ids(self) -> set[int]:

@@ -59,3 +59,21 @@ def test_chat_without_a_template_is_refused(tiny_pair_dirs):
 def test_bad_gamma_is_refused():
     with pytest.raises(SpecDecError, match="gamma"):
         Settings(gamma=0)
+
+
+def test_draft_folder_with_head_tokens_gets_a_reduced_head(tiny_pair_dirs, tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "draft-with-head"
+    shutil.copytree(tiny_pair_dirs["draft"], folder)
+    (folder / "draft_head_tokens.json").write_text(json.dumps(list(range(0, 300, 2))))
+    pair = ModelPair.load(tiny_pair_dirs["target"], str(folder))
+    drafter = pair.new_drafter()
+    assert drafter.cached.head.token_ids.tolist() == list(range(0, 300, 2))
+    assert pair.draft.reduced_head is pair.draft.reduced_head  # sliced once, shared by runs
+    ids = pair.encode_prompt("def add(a, b):", chat=False)
+    result = generate(pair, ids, Settings(gamma=3, max_new_tokens=8))
+    assert len(result.token_ids) == 8
+    drafted = [t for r in result.rounds for t in r.drafted_tokens]
+    assert all(t % 2 == 0 for t in drafted)  # the draft can only propose tokens its head scores

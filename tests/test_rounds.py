@@ -7,7 +7,7 @@ import torch
 from scipy.stats import chisquare
 from tiny_models import perturbed_copy
 
-from specdec.cached_model import CachedModel
+from specdec.cached_model import CachedModel, ReducedHead
 from specdec.drafters import ModelDrafter, NgramDrafter
 from specdec.rounds import speculative_rounds, target_only_steps
 from specdec.sampling import SamplingConfig, warp_probs
@@ -119,8 +119,13 @@ def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
         assert t.next_token in t.positions[t.num_accepted].token_ids  # the drawn token is shown too
 
 
-def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab):
-    """Real (tiny) models, context-dependent p: the law of the first two tokens is the target's."""
+@pytest.mark.parametrize("reduced_head", [False, True], ids=["full head", "reduced head"])
+def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab, reduced_head):
+    """Real (tiny) models, context-dependent p: the law of the first two tokens is the target's.
+
+    Also with the draft's head cut to half the vocabulary (q = 0 elsewhere): still exact.
+    """
+    head = ReducedHead.of(tiny_draft, list(range(0, vocab, 2))) if reduced_head else None
     warp = SamplingConfig(temperature=1.0, top_k=3)
     prompt = PROMPT[:3]
     # The exact target law of (y1, y2), from target passes alone.
@@ -133,7 +138,7 @@ def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny
             exact[(y1, y2)] = float(first[y1] * second[y2])
     counts = dict.fromkeys(exact, 0)
     for seed in range(1500):
-        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, warp, seed=seed,
+        traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab, head=head), vocab, warp, seed=seed,
                         max_new_tokens=2, gamma=2, prompt=prompt)
         counts[tuple(emitted(traces))] += 1  # KeyError = a pair the target cannot produce
     keys = list(exact)
@@ -166,3 +171,22 @@ def test_every_top_k_combination_is_shown_consistently(tiny_target, tiny_draft, 
         for t in traces:
             for shown in t.positions:
                 assert all(0.0 <= p <= 1.0 for p in shown.target_probs)
+
+
+def test_reduced_head_scores_only_its_tokens_and_matches_the_full_head_there(tiny_draft, vocab):
+    kept = list(range(5, vocab, 3))
+    full = CachedModel(tiny_draft, vocab).extend(PROMPT)
+    reduced = CachedModel(tiny_draft, vocab, ReducedHead.of(tiny_draft, kept)).extend(PROMPT)
+    torch.testing.assert_close(reduced[:, kept], full[:, kept], rtol=1e-4, atol=1e-4)
+    outside = torch.ones(vocab, dtype=torch.bool)
+    outside[kept] = False
+    assert torch.isneginf(reduced[:, outside]).all()
+
+
+def test_greedy_with_a_reduced_draft_head_equals_target_only(tiny_target, tiny_draft, vocab):
+    greedy = SamplingConfig(temperature=0)
+    head = ReducedHead.of(tiny_draft, list(range(0, vocab, 2)))
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab, head=head), vocab, greedy, max_new_tokens=30)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 30)]
+    assert emitted(traces) == plain
