@@ -125,14 +125,24 @@ else:
             )
             if "origins" in row:
                 chips = []
-                for emitted, accepted, bonus in row["origins"]:
+                for emitted, accepted, bonus, drafted in row["origins"]:
                     for i, token in enumerate(emitted):
                         origin = ACCEPTED if i < accepted else BONUS if bonus else RESAMPLED
-                        chips.append(ui.token_chip(token_label(pair, token), style=ui.ORIGIN_STYLE[origin]))
+                        style = ui.ORIGIN_STYLE[origin] if drafted else ""  # nothing drafted: a plain step
+                        chips.append(ui.token_chip(token_label(pair, token), style=style))
                 st.markdown(f'<div class="sd-line">{"".join(chips)}</div>', unsafe_allow_html=True)
             else:
                 st.code(row["text"], language=None, wrap_lines=True)
-    st.markdown(ui.legend(), unsafe_allow_html=True)
+    st.markdown(
+        ui.legend() + '<div class="sd-legend">Uncoloured: the drafter proposed nothing '
+        "(no earlier match), so that token came from a plain target step.</div>",
+        unsafe_allow_html=True,
+    )
+    if settings.sampling.temperature > 0:
+        st.caption(
+            "At temperature > 0 the texts differ from run to run (each draws its own random numbers); "
+            "all follow the target's distribution. At temperature 0 they are identical."
+        )
 
 st.header("Other ways to draft")
 st.markdown(

@@ -356,7 +356,7 @@ def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MOD
             "drafted_per_round": m.mean_drafted if m else 0.0,
             "cost_ratio": m.cost_ratio if m else 0.0,
             "text": pair.decode(spec.token_ids),
-            "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus) for t in spec.traces],
+            "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus, t.gamma) for t in spec.traces],
         }
 
 
