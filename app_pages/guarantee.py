@@ -20,7 +20,8 @@ TOY_DEFAULT = [
     {"token": "one", "p (target)": 0.12, "q (draft)": 0.05},
     {"token": "my", "p (target)": 0.08, "q (draft)": 0.05},
 ]
-SAMPLE_PROMPT = "red, green, blue, red, green, blue, red, green,"  # repeats: an n-gram drafter proposes too
+# Ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and the next colour is open.
+SAMPLE_PROMPT = "red, green, blue, red, yellow, blue, red,"
 
 ui.init_state()
 state = st.session_state

@@ -331,7 +331,11 @@ def toy_chart(
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability", range=[0, 1.05])
-    return _layout(fig, "Toy distributions: the output equals p", height=320)
+    fig = _layout(fig, "Toy distributions: the output equals p", height=360)
+    fig.update_layout(
+        legend={"orientation": "h", "y": -0.15, "x": 0, "xanchor": "left", "yanchor": "top"}, margin={"b": 60}
+    )  # below the plot: four entries do not fit beside the title
+    return fig
 
 
 def empirical_chart(

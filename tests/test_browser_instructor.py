@@ -66,7 +66,7 @@ def test_instructor_pages_with_the_bundled_pair():
            "OMP_NUM_THREADS": "1"}  # fmt: skip
     numbers: dict[str, dict] = {}
     started = time.monotonic()
-    with streamlit_server(env, timeout=180) as base, browser_page(height=1400) as page:
+    with streamlit_server(env, timeout=180) as base, browser_page(height=3000) as page:
         # 1. Live speed-up: the race, then the γ sweep.
         open_page(page, base, "speedup")
         click_and_wait(page, "Run the race", "Measured speed-up")
@@ -93,9 +93,9 @@ def test_instructor_pages_with_the_bundled_pair():
         }
         shot(page, "instructor-code-vs-prose")
 
-        # 3. The guarantee: 150 samples of the first token each way, then greedy.
+        # 3. The guarantee: 120 samples of the first token each way, then greedy.
         open_page(page, base, "guarantee")
-        set_number(page, "Samples of each kind", 150)
+        set_number(page, "Samples of each kind", 120)
         click_and_wait(page, "Sample both ways", "TV distance")
         numbers["guarantee"] = {label: metric(page, label) for label in (
             "TV distance", "χ² p-value", "Drafts tested", "Drafts rejected")}  # fmt: skip
