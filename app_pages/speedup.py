@@ -149,10 +149,11 @@ def _show_theory(spec, plain) -> None:
     )
     st.caption(
         f"Measured here: α = {report.alpha:.2f}, γ = {report.gamma:.2f} drafts per round on average, "
-        f"cost ratio c = {report.cost_ratio:.3f} (one drafted token / one verification pass), "
-        f"v = {report.verify_overhead:.2f} (one verification pass of γ+1 tokens / one plain step). "
-        "The paper assumes v = 1: a pass over γ+1 tokens costs no more than over one, true on a GPU "
-        "that waits on memory; on a small CPU it is not, and the 'this machine' curve says by how much."
+        f"cost ratio c = {report.cost_ratio:.3f} (one drafted token / one plain step), "
+        f"v = {report.verify_overhead:.2f} (a round's cost besides drafting: the verification pass of "
+        "up to γ+1 tokens plus the round's bookkeeping, in plain steps). The paper assumes v = 1: a pass "
+        "over γ+1 tokens costs no more than over one, nearly true on a GPU that waits on memory; on a "
+        "small CPU it is not, and the 'this machine' curve puts the measured v in."
     )
 
 

@@ -117,8 +117,8 @@ class SpeedupReport:
     measured: float  # speculative tokens/s over target-only tokens/s
     alpha: float
     gamma: float  # tokens drafted per round, on average
-    cost_ratio: float  # c: one drafted token's time / one verification pass
-    verify_overhead: float  # v: one verification pass / one plain decoding step (1 in the paper)
+    cost_ratio: float  # c: one drafted token's time / one plain decoding step
+    verify_overhead: float  # v: a round's cost besides drafting / one plain step (1 in the paper)
     theoretical: float  # the paper: E[tokens per pass] / (γc + 1)
     theoretical_on_hardware: float  # the same with this machine's verification cost: / (γc + v)
     tokens_per_pass: float
@@ -134,21 +134,23 @@ def speedup_report(spec: TimedRun, plain: TimedRun) -> SpeedupReport | None:
     m = spec.metrics()
     if m is None or not plain.token_ids or not spec.token_ids:
         return None
-    step = median(plain.pass_seconds)
-    verify = median([t.verify_seconds for t in spec.traces])
-    overhead = verify / step if step else 1.0
+    # Everything relative to one plain decoding step, as the paper does.
+    step = plain.seconds / len(plain.pass_seconds)
+    cost_ratio = (m.draft_seconds / m.drafted) / step if m.drafted else 0.0
+    # v: what a round costs besides drafting (the verification pass and the round's bookkeeping),
+    # measured from the same clock as the speed-up, in plain steps.
+    overhead = (spec.seconds - m.draft_seconds) / m.rounds / step
+    # E[tokens per pass] averaged over the rounds' real draft lengths (an n-gram drafter often
+    # proposes fewer than γ).
+    expected = sum(expected_tokens_per_pass(m.alpha, t.gamma) for t in spec.traces) / m.rounds
     return SpeedupReport(
         measured=spec.tokens_per_second / plain.tokens_per_second if plain.tokens_per_second else 0.0,
         alpha=m.alpha,
         gamma=m.mean_drafted,
-        cost_ratio=m.cost_ratio,
+        cost_ratio=cost_ratio,
         verify_overhead=overhead,
-        # The paper's formula averaged over the rounds' real draft lengths (an n-gram drafter often
-        # proposes fewer than γ), then the same with this machine's verification cost v.
-        theoretical=m.theoretical_speedup,
-        theoretical_on_hardware=m.theoretical_speedup
-        * (m.mean_drafted * m.cost_ratio + 1.0)
-        / (m.mean_drafted * m.cost_ratio + overhead),
+        theoretical=expected / (m.mean_drafted * cost_ratio + 1.0),
+        theoretical_on_hardware=expected / (m.mean_drafted * cost_ratio + overhead),
         tokens_per_pass=m.tokens_per_pass,
     )
 

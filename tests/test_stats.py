@@ -69,3 +69,22 @@ def test_toy_rule_output_is_p():
     assert same.accept_probability == pytest.approx(1.0) and same.output == pytest.approx(same.target_probs)
     with pytest.raises(SpecDecError, match="above zero"):
         toy_rule([0, 0], [1, 1])
+
+
+def test_speedup_report_by_hand():
+    """Plain: 10 steps of 0.1 s. Speculative: 2 rounds of γ = 4, all accepted (5 tokens each), 0.04 s
+    drafting and 0.2 s in all per round. Measured (10/0.4)/(10/1) = 2.5x; c = (0.08/8)/0.1 = 0.1;
+    v = (0.4 − 0.08)/2/0.1 = 1.6; E[tokens/pass] = 5 (α = 1): paper 5/(0.4 + 1), here 5/(0.4 + 1.6)."""
+    from types import SimpleNamespace
+
+    from specdec.experiments import TimedRun, speedup_report
+
+    trace = SimpleNamespace(gamma=4, num_accepted=4, num_tested=4, emitted_tokens=[1, 2, 3, 4, 5],
+                            draft_seconds=0.04, verify_seconds=0.15)  # fmt: skip
+    spec = TimedRun("speculative", [1] * 10, 0.4, [trace, trace], [0.2, 0.2], True)
+    plain = TimedRun("target only", [1] * 10, 1.0, [], [0.1] * 10, True)
+    report = speedup_report(spec, plain)
+    assert report.measured == pytest.approx(2.5) and report.alpha == pytest.approx(1.0)
+    assert report.cost_ratio == pytest.approx(0.1) and report.verify_overhead == pytest.approx(1.6)
+    assert report.theoretical == pytest.approx(5 / 1.4)
+    assert report.theoretical_on_hardware == pytest.approx(2.5)  # all accepted: theory = measurement
