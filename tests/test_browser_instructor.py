@@ -79,9 +79,9 @@ def test_instructor_pages_with_the_bundled_pair():
         numbers["speedup"]["sweep"] = next(c for c in captions(page) if c.startswith("Best measured"))
         shot(page, "instructor-speedup-sweep")
 
-        # 2. Code vs prose: one prompt per category, 16 tokens each; then the quiz.
+        # 2. Code vs prose: two prompts per category, 16 tokens each; then the quiz.
         open_page(page, base, "code-vs-prose")
-        set_number(page, "Prompts per category", 1)
+        set_number(page, "Prompts per category", 2)
         set_number(page, "New tokens per prompt", 16)
         click_and_wait(page, "Run the prompt sets", "Save results (JSON)")
         page.get_by_text("Continuations of code are more predictable").click()
@@ -92,6 +92,19 @@ def test_instructor_pages_with_the_bundled_pair():
             "code vs prose": [c for c in captions(page) if c.startswith("code vs prose")],
         }
         shot(page, "instructor-code-vs-prose")
+        # Saved results reload from a file; a file of something else is a message, not a traceback.
+        saved = ARTIFACTS / "prompt-sets-saved.json"
+        rows = [{"category": c, "prompt": 1, "acceptance_rate": a, "tokens_per_pass": 1 + a, "speedup": x}
+                for c, a, x in (("code", 0.8, 1.9), ("prose", 0.3, 1.1))]  # fmt: skip
+        saved.write_text(json.dumps({"target": "t", "drafter": "d", "settings": {}, "rows": rows}))
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(saved))
+        page.get_by_text("Showing reloaded results").wait_for()
+        wait_idle(page)
+        bad = ARTIFACTS / "not-results.json"
+        bad.write_text('{"hello": 1}')
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
+        page.get_by_text("that file is not saved results").wait_for()
+        wait_idle(page)
 
         # 3. The guarantee: 120 samples of the first token each way, then greedy.
         open_page(page, base, "guarantee")
