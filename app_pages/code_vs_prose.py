@@ -1,6 +1,7 @@
 """Code vs prose: the same settings over prompt sets of different kinds; where does speculation pay?"""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
@@ -74,8 +75,6 @@ def _sets(rows) -> dict[str, list[str]]:
 
 try:
     settings = ui.current_settings()
-    from dataclasses import replace
-
     settings = replace(settings, max_new_tokens=int(new_tokens))
     sets = _sets(edited if isinstance(edited, list) else edited.to_dict("records"))
     if not sets:
