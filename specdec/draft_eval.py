@@ -11,12 +11,15 @@ from specdec.pair import ModelPair
 
 
 def forward_costs(pair: ModelPair, context_ids: list[int], repeats: int = 30) -> dict[str, float]:
-    """Seconds per one-token forward with a warm cache, target and draft alternating, same device."""
-    models = {"target": pair.target.model, "draft": pair.draft.model}
-    cached = {name: CachedModel(model, pair.target.vocab_size) for name, model in models.items()}
+    """Seconds per one-token forward with a warm cache, target and draft alternating, same device.
+
+    The draft runs exactly as it drafts (with its reduced head, if it has one).
+    """
+    cached = {"target": CachedModel(pair.target.model, pair.target.vocab_size),
+              "draft": pair.new_drafter().cached}
     for model in cached.values():
         model.extend(context_ids[:-1])
-    seconds = dict.fromkeys(models, 0.0)
+    seconds = dict.fromkeys(cached, 0.0)
     for _ in range(repeats):
         for name, model in cached.items():  # alternate, so machine noise hits both alike
             start = time.perf_counter()
@@ -32,13 +35,18 @@ def forward_costs(pair: ModelPair, context_ids: list[int], repeats: int = 30) ->
 
 
 def draft_figures(pair: ModelPair, eval_tokens: int = 96) -> dict:
-    """Cost ratio, and Σ min(p, q) at T=1 and greedy agreement on the held-out prompt sets."""
+    """Cost ratio, and Σ min(p, q) at T=1 and greedy agreement on the held-out prompt sets.
+
+    The held-out prompts (assets/prompts/) are never used for training; the target answers them
+    greedily and p is its distribution along that answer.
+    """
     context = pair.encode_prompt("Write a Python function that adds two numbers.", chat=True)
     figures = {"cost": forward_costs(pair, context)}
     for name, path in EVAL_PROMPT_SETS.items():
         prompts = json.loads(path.read_text(encoding="utf-8"))["prompts"]
         eval_set = make_eval_set(pair.target, prompts, eval_tokens)
-        figures[name] = evaluate(pair.draft.model, eval_set, pair.target.vocab_size)
+        figures[name] = evaluate(pair.draft.model, eval_set, pair.target.vocab_size,
+                                 pair.draft.head_token_ids)
     return figures
 
 
