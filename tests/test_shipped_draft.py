@@ -1,0 +1,38 @@
+"""The draft trained by `python -m specdec train-draft` and shipped in assets/draft/."""
+
+import torch
+
+from specdec.cached_model import CachedModel
+from specdec.models import BUNDLED_DRAFT, SHIPPED_DRAFT
+from specdec.pair import default_drafter
+from specdec.sampling import SamplingConfig
+
+CODE_PROMPT = "Write a Python function that checks whether a list is sorted."
+AGREEMENT_FLOOR = 0.3  # chance is about 1 in 8192 (the reduced head); measured: 0.60
+
+
+def test_shipped_draft_is_the_default_and_shares_the_tokenizer(bundled_pair):
+    assert (SHIPPED_DRAFT / "draft-layers.safetensors").stat().st_size < 25e6
+    assert default_drafter(bundled_pair.target.name) == BUNDLED_DRAFT
+    assert bundled_pair.draft.name == BUNDLED_DRAFT  # ModelPair.load checked the vocabularies
+    assert bundled_pair.draft.tokenizer.get_vocab() == bundled_pair.target.tokenizer.get_vocab()
+    assert bundled_pair.draft.num_parameters < bundled_pair.target.num_parameters / 3
+
+
+def test_greedy_agreement_on_a_code_prompt_is_far_above_chance(bundled_pair):
+    from specdec.generation import Settings, generate
+
+    ids = bundled_pair.encode_prompt(CODE_PROMPT, chat=True, max_new_tokens=48)
+    greedy = Settings(sampling=SamplingConfig(temperature=0), max_new_tokens=48)
+    answer = generate(bundled_pair, ids, greedy, speculative=False).token_ids
+    # Teacher-forced: at each answer position, does the draft's argmax equal the target's next token?
+    drafter = bundled_pair.new_drafter()
+    logits = drafter.cached.extend(ids + answer[:-1])[len(ids) - 1 :]
+    agreement = (logits.argmax(-1) == torch.tensor(answer)).float().mean().item()
+    assert agreement > AGREEMENT_FLOOR, agreement
+
+
+def test_reduced_head_is_in_use(bundled_pair):
+    drafter = bundled_pair.new_drafter()
+    assert isinstance(drafter.cached, CachedModel) and drafter.cached.head is not None
+    assert len(drafter.cached.head.token_ids) == 8192
