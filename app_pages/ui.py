@@ -15,7 +15,7 @@ import streamlit as st
 from specdec.errors import SpecDecError
 from specdec.generation import Settings
 from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
-from specdec.pair import NGRAM, ModelPair
+from specdec.pair import NGRAM, ModelPair, default_drafter
 from specdec.sampling import SamplingConfig
 from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 
@@ -25,7 +25,8 @@ READY_PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "ready_
 # environment are read when a session starts (so tests can point the app at other models).
 SETTINGS = {
     "target": ("target", str, lambda: os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
-    "drafter": ("drafter", str, lambda: os.environ.get("SPECDEC_DRAFTER", NGRAM)),
+    "drafter": ("drafter", str, lambda: os.environ.get("SPECDEC_DRAFTER")
+                or default_drafter(os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET))),
     "gamma": ("gamma", int, lambda: 4),
     "temperature": ("temperature", float, lambda: 1.0),
     "top_k": ("top_k", int, lambda: 0),

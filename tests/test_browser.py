@@ -217,12 +217,11 @@ if __name__ == "__main__":  # screenshots for people to look at
     ARTIFACTS.mkdir(exist_ok=True)
     bundled = "--bundled" in sys.argv
     if bundled:
-        from specdec.models import BUNDLED_TARGET
+        from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
 
-        target, drafter, chat = BUNDLED_TARGET, "ngram", True
-        params = {"prompt": "Copy this list exactly, then add one more fruit at the end:\n"
-                            "apple, banana, cherry, date, elderberry, fig, grape, honeydew",
-                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": "ngram"}  # fmt: skip
+        target, drafter, chat = BUNDLED_TARGET, BUNDLED_DRAFT, True
+        params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
+                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": BUNDLED_DRAFT}  # fmt: skip
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         from tiny_models import save_tiny_model
