@@ -43,10 +43,7 @@ st.markdown(
     "settings and compare acceptance, tokens per target pass and speed-up per kind, prompt by prompt."
 )
 
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
 
 with st.expander("Prompt sets (editable: add, change or delete rows)"):
     edited = st.data_editor(

@@ -83,10 +83,7 @@ else:
 # -- (b) empirical with the real pair --------------------------------------------------------------
 
 st.header("2 · With the real models")
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
 st.markdown(
     f"Many short runs of the same prompt, each with its own seed, speculative (drafter "
     f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred samples "

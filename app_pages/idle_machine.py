@@ -22,10 +22,7 @@ st.markdown(
     "free. On a small CPU the arithmetic itself is the bottleneck and the cost grows with the tokens."
 )
 
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
 device = ex.device_name(pair)
 st.markdown(f"This server runs the target **{pair.target.name}** on **{device}**.")
 repeats = st.slider("Repeats per size (the median is plotted)", 1, 20, 5, key="_im_repeats")

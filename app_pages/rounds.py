@@ -7,7 +7,6 @@ import streamlit as st
 
 from app_pages import ui
 from specdec import charts
-from specdec.errors import SpecDecError
 from specdec.stepper import Stepper
 
 STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
@@ -57,16 +56,8 @@ left.text_area(
     "Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited
 )
 
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
-try:
-    settings = ui.current_settings()
-    prompt_ids = pair.encode_prompt(state["prompt"], bool(state["chat"]), settings.max_new_tokens)
-except SpecDecError as error:
-    st.error(str(error), icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
+settings, prompt_ids = ui.require_prompt(pair, state["prompt"])
 
 run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
 if state.get("_run_key") != run_key:

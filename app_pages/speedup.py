@@ -5,7 +5,6 @@ import streamlit as st
 from app_pages import ui
 from specdec import charts
 from specdec import experiments as ex
-from specdec.errors import SpecDecError
 
 CHART_CONFIG = {"displayModeBar": False}
 REDRAW_EVERY = 6  # passes between chart redraws while racing (text streams on every pass)
@@ -24,16 +23,8 @@ st.markdown(
 )
 st.text_area("Prompt", key="_sp_prompt", height=80)
 
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
-try:
-    settings = ui.current_settings()
-    prompt_ids = pair.encode_prompt(state["_sp_prompt"], bool(state["chat"]), settings.max_new_tokens)
-except SpecDecError as error:
-    st.error(str(error), icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
+settings, prompt_ids = ui.require_prompt(pair, state["_sp_prompt"])
 
 key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
 sweep_key = (*key[:3], settings.sampling, settings.max_new_tokens, settings.seed)  # any γ

@@ -173,6 +173,25 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
         sb.caption(f"**Draft:** {html.escape(pair.draft.describe())}")
 
 
+def require_pair() -> ModelPair:
+    """The loaded pair, or the page stops here with the reason shown."""
+    pair, message = load_pair()
+    if pair is None:
+        st.error(message, icon=":material/error:")
+        st.stop()
+    return pair
+
+
+def require_prompt(pair: ModelPair, prompt: str) -> tuple[Settings, list[int]]:
+    """The sidebar's settings and the prompt's token ids, or the page stops with the reason shown."""
+    try:
+        settings = current_settings()
+        return settings, pair.encode_prompt(prompt, bool(st.session_state["chat"]), settings.max_new_tokens)
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
+        st.stop()
+
+
 def current_settings() -> Settings:
     """The sidebar's values as engine settings (SpecDecError on bad values)."""
     s = st.session_state

@@ -46,10 +46,7 @@ st.selectbox(
 )
 st.text_area("Prompt", key="_va_prompt", height=110)
 
-pair, message = ui.load_pair()
-if pair is None:
-    st.error(message, icon=":material/error:")
-    st.stop()
+pair = ui.require_pair()
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)

@@ -11,17 +11,6 @@ PROMPT = "def add(a, b):\n    return a + b\n"
 XSS = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """As the app runs (app.py sets OMP_NUM_THREADS=1): far faster on a small, shared CPU."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def make_app(tiny_pair_dirs, page=None, **state) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     preset = {"target": tiny_pair_dirs["target"], "drafter": tiny_pair_dirs["draft"], "chat": False,

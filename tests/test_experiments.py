@@ -3,7 +3,6 @@
 import threading
 
 import pytest
-import torch
 
 from specdec import experiments as ex
 from specdec.generation import Settings
@@ -12,14 +11,6 @@ from specdec.sampling import SamplingConfig
 from specdec.stats import tv_distance
 
 PROMPT = "def add(a, b):\n    return a + b\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -9,16 +9,6 @@ IDLE, VARIANTS = "app_pages/idle_machine.py", "app_pages/variants.py"
 PAGES = [SPEEDUP, SETS, GUARANTEE, IDLE, VARIANTS]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def charts(at: AppTest) -> int:
     return len(at.get("plotly_chart"))
 

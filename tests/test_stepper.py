@@ -16,17 +16,6 @@ from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper, token_label, vi
 PROMPT = "def add(a, b):\n    return a + b\n"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """As the app runs (app.py sets OMP_NUM_THREADS=1): far faster on a small, shared CPU."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dirs):
     return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
