@@ -82,13 +82,6 @@ class Example:
     top_probs: torch.Tensor  # (answer_length, top_k) their probabilities (not renormalised)
 
 
-def encode_chat(target: LoadedModel, prompt: str) -> list[int]:
-    text = target.tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-    )
-    return target.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
 @torch.inference_mode()
 def sample_answers(
     target: LoadedModel,
@@ -99,7 +92,7 @@ def sample_answers(
 ) -> list[Example]:
     """The target answers a batch of prompts at temperature 1; keep its top-k at each position."""
     tokenizer, model = target.tokenizer, target.model
-    encoded = [encode_chat(target, p) for p in prompts]
+    encoded = [target.chat_ids(p) for p in prompts]
     width = max(map(len, encoded))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     # Left padding, so every answer starts at the same column.

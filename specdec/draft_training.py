@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
-from specdec.draft_data import Example, encode_chat, frequent_tokens, make_shards
+from specdec.draft_data import Example, frequent_tokens, make_shards
 from specdec.models import HEAD_TOKENS_FILE, LoadedModel
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -110,7 +110,7 @@ class EvalSet:
 def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalSet:
     sequences, starts, probs = [], [], []
     for prompt in prompts:
-        prompt_ids = encode_chat(target, prompt)
+        prompt_ids = target.chat_ids(prompt)
         ids = torch.tensor([prompt_ids])
         output = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                        max_new_tokens=tokens, pad_token_id=target.tokenizer.eos_token_id)

@@ -71,6 +71,13 @@ class LoadedModel:
         differently within one family), so the logits' width is not the vocabulary size."""
         return len(self.tokenizer)
 
+    def chat_ids(self, prompt: str) -> list[int]:
+        """A user message in this model's chat template, ready for the assistant's answer."""
+        text = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
     def describe(self) -> str:
         size = self.num_parameters / 1e6
         return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype})"

@@ -67,10 +67,7 @@ class ModelPair:
         if chat:
             if not getattr(tokenizer, "chat_template", None):
                 raise SpecDecError(f"model '{self.target.name}' has no chat template: turn chat off")
-            text = tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-            )
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids = self.target.chat_ids(prompt)
         else:
             ids = tokenizer(prompt)["input_ids"]
         if not ids:
