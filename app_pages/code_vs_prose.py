@@ -87,17 +87,9 @@ cols[2].caption(
     f"γ = {settings.gamma} · temperature {settings.sampling.temperature}"
 )
 
-
-def _stop() -> None:
-    state["_cp_stop"] = True
-
-
-buttons = st.columns([2, 1, 6])
-run_clicked = buttons[0].button("Run the prompt sets", type="primary", key="b_sets", width="stretch")
-buttons[1].button("Stop", key="b_cp_stop", on_click=_stop, width="stretch")
+run_clicked = ui.run_stop_buttons("Run the prompt sets", "b_sets", "b_cp_stop", "_cp_stop")
 
 if run_clicked:
-    state["_cp_stop"] = False
     progress = st.progress(0.0, text="starting…")
     rows = []
     try:

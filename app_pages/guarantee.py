@@ -106,16 +106,8 @@ except SpecDecError as error:
     st.stop()
 key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, int(samples), int(num_tokens))
 
-
-def _stop() -> None:
-    state["_gu_stop"] = True
-
-
-buttons = st.columns([2, 1, 6])
-sample_clicked = buttons[0].button("Sample both ways", type="primary", key="b_sample", width="stretch")
-buttons[1].button("Stop", key="b_gu_stop", on_click=_stop, width="stretch")
+sample_clicked = ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop")
 if sample_clicked:
-    state["_gu_stop"] = False
     progress = st.progress(0.0, text="sampling…")
     tally = None
     for tally in ex.sample_outcomes(pair, prompt_ids, settings, int(samples), int(num_tokens)):

@@ -33,16 +33,8 @@ except SpecDecError as error:
     st.stop()
 key = (pair.target.name, tuple(prompt_ids), int(repeats))
 
-
-def _stop() -> None:
-    state["_im_stop"] = True
-
-
-buttons = st.columns([2, 1, 6])
-clicked = buttons[0].button("Time the forward pass", type="primary", key="b_cost", width="stretch")
-buttons[1].button("Stop", key="b_im_stop", on_click=_stop, width="stretch")
+clicked = ui.run_stop_buttons("Time the forward pass", "b_cost", "b_im_stop", "_im_stop")
 if clicked:
-    state["_im_stop"] = False
     progress = st.progress(0.0, text="warming up…")
     rows = []
     for row in ex.forward_costs(pair, prompt_ids, SIZES, int(repeats)):

@@ -192,6 +192,24 @@ def require_prompt(pair: ModelPair, prompt: str) -> tuple[Settings, list[int]]:
         st.stop()
 
 
+def run_stop_buttons(label: str, run_key: str, stop_key: str, stop_flag: str) -> bool:
+    """A primary run button and a Stop button for long work.
+
+    Stop sets `st.session_state[stop_flag]`, which the running loop checks between steps; a new run
+    clears it. Returns whether the run button was clicked.
+    """
+
+    def stop() -> None:
+        st.session_state[stop_flag] = True
+
+    buttons = st.columns([2, 1, 6])
+    clicked = buttons[0].button(label, type="primary", key=run_key, width="stretch")
+    buttons[1].button("Stop", key=stop_key, on_click=stop, width="stretch")
+    if clicked:
+        st.session_state[stop_flag] = False
+    return clicked
+
+
 def current_settings() -> Settings:
     """The sidebar's values as engine settings (SpecDecError on bad values)."""
     s = st.session_state

@@ -80,16 +80,8 @@ except SpecDecError as error:
     st.stop()
 key = (pair.target.name, tuple(drafters.values()), tuple(prompt_ids), settings)
 
-
-def _stop() -> None:
-    state["_va_stop"] = True
-
-
-buttons = st.columns([2, 1, 6])
-clicked = buttons[0].button("Compare drafters", type="primary", key="b_variants", width="stretch")
-buttons[1].button("Stop", key="b_va_stop", on_click=_stop, width="stretch")
+clicked = ui.run_stop_buttons("Compare drafters", "b_variants", "b_va_stop", "_va_stop")
 if clicked:
-    state["_va_stop"] = False
     pairs = {}
     for label, name in drafters.items():
         try:
