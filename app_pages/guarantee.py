@@ -192,9 +192,10 @@ if "_gu_greedy" in state:
         st.markdown(
             "The rule itself is exact; the numbers are not. Verification scores γ+1 tokens in one "
             "batched pass, plain decoding one token per pass, and the two use different matrix shapes "
-            "and so different summation orders. In bf16 on a GPU the logits can differ in the last "
-            "bits; where the top two tokens are nearly tied, the argmax can flip, and from there the "
-            "texts go their own ways. Both are correct greedy decodings of slightly different numbers."
+            "and so different summation orders, so the logits can differ in the last bits: rarely "
+            "in fp32 (a CPU), often in bf16 (a GPU, or SPECDEC_DTYPE=bfloat16). Where the top two "
+            "tokens are nearly tied, the argmax can flip, and from there the texts go their own ways. "
+            "Both are correct greedy decodings of slightly different numbers."
         )
     cols = st.columns(2)
     cols[0].code(pair.decode(check.speculative), language=None, wrap_lines=True)

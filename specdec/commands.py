@@ -91,9 +91,9 @@ def run_train_draft(args: argparse.Namespace) -> None:
         max_new_tokens=args.max_new_tokens, generation_batch=args.generation_batch,
         batch_size=args.batch_size, learning_rate=args.learning_rate, minutes=args.minutes,
         max_steps=args.max_steps, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
-        max_shards=args.max_shards,
+        max_shards=args.max_shards, stdlib_blocks=args.stdlib_blocks,
     )
-    target = load_model(BUNDLED_TARGET)
+    target = load_model(BUNDLED_TARGET, fast=True)  # the teacher: its bf16 labels are as good, made faster
     if target.device.type != "cpu":
         print(f"training on {target.device.type}", file=sys.stderr)
     card = train_draft(target, args.work_dir, args.output, config,

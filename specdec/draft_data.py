@@ -3,13 +3,17 @@
 The target answers varied instruction prompts; at every answer position we keep the target's top
 tokens and their probabilities. The draft then learns to match that distribution (DistillSpec): the
 closer q is to p on the text the target actually writes, the more drafts are accepted.
-Evaluation prompts (assets/prompts/*.json) are never used here.
+A second, cheaper source is code the target reads rather than writes: functions and classes from
+the Python standard library, labelled by one forward pass (teacher forcing, ~10x faster than sampling
+on a CPU). Evaluation prompts (assets/prompts/*.json) are never used here.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import re
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,13 +67,100 @@ PROSE_TEMPLATES = [
 ]
 
 
+# Added in the second training run: more subjects and forms, because a draft trained on the first
+# 346 prompts alone memorised their answers (0.73 overlap on them, 0.40 on held-out prompts).
+MORE_CODE_TASKS = [
+    "counts the characters in a file", "finds all prime numbers below n with a sieve",
+    "checks whether a list is sorted", "returns the most common element of a list",
+    "splits a sentence into words and sorts them", "converts a Roman numeral to an integer",
+    "converts an integer to a Roman numeral", "computes the nth triangular number",
+    "checks whether a string contains only digits", "swaps the keys and values of a dictionary",
+    "finds the index of the first vowel in a string", "computes the dot product of two vectors",
+    "normalises a list of numbers to the range 0 to 1", "removes the None values from a list",
+    "reverses the words in a sentence", "computes the sum of the digits of a number",
+    "checks whether a number is a perfect square", "finds the longest word in a sentence",
+    "counts how many times a substring occurs", "returns the intersection of two lists",
+    "implements a stack-based calculator for postfix expressions", "pads a string to a fixed width",
+    "truncates a string with an ellipsis", "converts snake_case to camelCase",
+    "converts camelCase to snake_case", "computes the Levenshtein distance of two strings",
+    "finds the missing number in a list from 1 to n", "returns every pair of numbers that sum to a target",
+    "implements insertion sort", "implements merge sort", "implements quicksort",
+    "computes a moving average over a window", "builds a histogram of word lengths",
+    "parses key=value pairs from a string", "loads a JSON file and prints its keys",
+    "lists every file in a folder with a given extension", "builds a URL with query parameters",
+    "validates a phone number with a regular expression",
+    "extracts every number from a string", "computes the median of a stream of numbers",
+    "implements a binary tree with insert and search", "performs a breadth-first search on a graph",
+    "performs a depth-first search on a graph", "detects a cycle in a linked list",
+    "computes the height of a binary tree", "merges overlapping intervals",
+    "computes the Fibonacci numbers up to n with a generator", "memoises a slow function",
+    "implements a countdown timer", "shuffles a deck of cards", "simulates rolling two dice",
+    "computes the area and perimeter of a rectangle", "represents a bank account with deposit "
+    "and withdraw", "tracks inventory items and their quantities", "converts a list of tuples "
+    "into a dictionary", "computes the cumulative product of a list", "checks whether a number "
+    "is an Armstrong number", "finds the common elements of three lists", "encodes a string with "
+    "a Caesar cipher", "decodes a Caesar cipher", "counts the uppercase letters in a string",
+    "removes punctuation from a string", "calculates a person's age from a birth date",
+    "returns the day of the week for a date", "computes the number of days between two dates",
+    "flattens a dictionary of dictionaries", "sorts a list of tuples by their second element",
+    "finds the k most frequent words", "checks whether a sentence is a pangram",
+    "computes the product of all numbers in a list", "generates the multiplication table of n",
+    "prints a right-angled triangle of stars", "converts hours and minutes to seconds",
+    "validates that a password is strong", "computes the standard deviation of a list",
+    "logs messages to a file with timestamps", "parses command-line arguments with argparse",
+    "runs two tasks concurrently with threads", "reads a config file with configparser",
+]
+MORE_CODE_TEMPLATES = [
+    "Write a Python function that {task}. Explain how it works.",
+    "How do I write a function in Python that {task}?",
+    "Write a short Python program that {task} and prints the result.",
+    "Write a Python function that {task}, and a unit test for it.",
+]
+SQL_TASKS = [
+    "counts the orders per customer", "lists the products that were never ordered",
+    "finds the average salary per department", "selects the employees hired in the last year",
+    "returns the second highest salary", "joins the orders and customers tables",
+    "deletes the duplicate rows from a table", "finds the customers with more than five orders",
+    "computes the monthly revenue", "lists the departments with no employees",
+    "updates the price of every product in a category", "creates a table for blog posts",
+    "ranks the students by their grade", "finds the most popular product in each category",
+    "selects the rows where the email is missing", "groups the sales by region and year",
+]
+SQL_TEMPLATES = ["Write a SQL query that {task}.", "Write an SQL statement that {task}, and explain it."]
+MORE_PROSE_TOPICS = [
+    "a lost umbrella", "the first snow of the year", "a cat who guards a bakery",
+    "the history of the bicycle", "a conversation between two trees", "a rainy afternoon in a cafe",
+    "how volcanoes form", "a child's first kite", "the ocean at dawn", "a forgotten toy",
+    "why the sky is blue", "a train station at midnight", "a garden in spring", "the life of a river",
+    "a clockmaker's last clock", "an astronaut's letter home", "why we dream", "a village festival",
+    "the first computer", "a dog waiting at the door",
+]
+MORE_PROSE_TEMPLATES = [
+    "Tell me about {topic}.",
+    "Write a haiku about {topic}.",
+    "Write a short blog post about {topic}.",
+]
+
+
 def training_prompts(seed: int = 0) -> list[str]:
-    """Every (template, subject) pair, shuffled: about 60 % code, 40 % prose."""
-    code = [t.format(task=task) for t, task in itertools.product(CODE_TEMPLATES, CODE_TASKS)]
-    prose = [t.format(topic=topic) for t, topic in itertools.product(PROSE_TEMPLATES, PROSE_TOPICS)]
-    prompts = code + prose
-    random.Random(seed).shuffle(prompts)
-    return prompts
+    """The first set (every template x subject, shuffled: about 60 % code), then the second set.
+
+    The first set's order is kept so that data made for it stays valid (shards resume by index).
+    """
+    def combine(templates, subjects, key):
+        return [t.format(**{key: subject}) for t, subject in itertools.product(templates, subjects)]
+
+    first = combine(CODE_TEMPLATES, CODE_TASKS, "task") + combine(PROSE_TEMPLATES, PROSE_TOPICS, "topic")
+    random.Random(seed).shuffle(first)
+    second = (
+        combine(MORE_CODE_TEMPLATES, CODE_TASKS + MORE_CODE_TASKS, "task")
+        + combine(CODE_TEMPLATES, MORE_CODE_TASKS, "task")
+        + combine(SQL_TEMPLATES, SQL_TASKS, "task")
+        + combine(PROSE_TEMPLATES, MORE_PROSE_TOPICS, "topic")
+        + combine(MORE_PROSE_TEMPLATES, PROSE_TOPICS + MORE_PROSE_TOPICS, "topic")
+    )
+    random.Random(seed).shuffle(second)
+    return first + second
 
 
 @dataclass
@@ -159,3 +250,74 @@ def frequent_tokens(examples: list[Example], count: int, vocab_size: int) -> lis
     for e in examples:
         mass.index_add_(0, e.top_ids.flatten(), e.top_probs.float().flatten())
     return sorted(mass.topk(count).indices.tolist())
+
+
+STDLIB_SKIP = {"site-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo", "ensurepip"}
+# A top-level function or class: its header line, then every indented or blank line after it.
+TOP_LEVEL_BLOCK = re.compile(r"^(?:def|class) [^\n]*\n(?:[ \t]+[^\n]*\n|\n)*", re.MULTILINE)
+STDLIB_PROMPT = "Show me a function or class from Python's `{module}` module."
+
+
+def stdlib_code_blocks(
+    count: int, seed: int = 0, min_chars: int = 200, max_chars: int = 1500
+) -> list[tuple[str, str]]:
+    """`count` top-level functions and classes of this Python's standard library, as (module, source)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    blocks = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if STDLIB_SKIP & set(relative.parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        module = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+        blocks += [(module, m.group().rstrip()) for m in TOP_LEVEL_BLOCK.finditer(text)
+                   if min_chars <= len(m.group()) <= max_chars]
+    return random.Random(seed).sample(blocks, min(count, len(blocks)))
+
+
+@torch.inference_mode()
+def label_answers(target: LoadedModel, prompts: list[str], answers: list[str], max_tokens: int,
+                  top_k: int) -> list[Example]:
+    """The target reads given answers (teacher forcing); keep its top-k at each answer position."""
+    tokenizer, model = target.tokenizer, target.model
+    sequences, starts = [], []
+    for prompt, answer in zip(prompts, answers, strict=True):
+        prompt_ids = target.chat_ids(prompt)
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"][:max_tokens]
+        sequences.append(prompt_ids + answer_ids)
+        starts.append(len(prompt_ids))
+    width = max(map(len, sequences))
+    # Right padding: a causal model's earlier positions never see the padding after them.
+    input_ids = torch.tensor([s + [0] * (width - len(s)) for s in sequences])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    head = model.get_output_embeddings().weight[: target.vocab_size]
+    examples = []
+    for row, (sequence, start) in enumerate(zip(sequences, starts, strict=True)):
+        logits = hidden[row, start - 1 : len(sequence) - 1] @ head.T  # positions predicting the answer
+        top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
+        examples.append(Example(torch.tensor(sequence), start, top_ids, top_probs.to(torch.float16)))
+    return examples
+
+
+def make_stdlib_shards(target: LoadedModel, folder: Path, count: int, batch_size: int, max_tokens: int,
+                       top_k: int, progress: Callable[[int, int], None] | None = None) -> list[Path]:
+    """Label `count` standard-library blocks, `batch_size` per shard; existing shards are kept (resume)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    blocks = stdlib_code_blocks(count)
+    batches = [blocks[i : i + batch_size] for i in range(0, len(blocks), batch_size)]
+    paths = []
+    for index, batch in enumerate(batches):
+        path = folder / f"stdlib-{index:04d}.pt"
+        if not path.exists():
+            prompts = [STDLIB_PROMPT.format(module=module) for module, _ in batch]
+            answers = [f"```python\n{source}\n```" for _, source in batch]
+            torch.save(label_answers(target, prompts, answers, max_tokens, top_k), path.with_suffix(".tmp"))
+            path.with_suffix(".tmp").rename(path)
+        paths.append(path)
+        if progress:
+            progress(index + 1, len(batches))
+    return paths

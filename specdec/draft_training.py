@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
-from specdec.draft_data import Example, frequent_tokens, make_shards
+from specdec.draft_data import Example, frequent_tokens, make_shards, make_stdlib_shards
 from specdec.models import HEAD_TOKENS_FILE, LoadedModel
 from specdec.names import HELD_OUT_PROMPT_SETS
 
@@ -31,7 +31,7 @@ EVAL_PROMPT_SETS = HELD_OUT_PROMPT_SETS
 @dataclass(frozen=True)
 class DraftTrainingConfig:
     layers: int = 2  # transformer layers in the draft (the target has 30)
-    samples_per_prompt: int = 2  # answers the target writes per training prompt
+    samples_per_prompt: int = 1  # answers the target writes per training prompt
     max_new_tokens: int = 192  # answer length cap while making data
     generation_batch: int = 32  # answers sampled together (one shard)
     label_top_k: int = 32  # target tokens kept per position as the distillation label
@@ -42,6 +42,10 @@ class DraftTrainingConfig:
     eval_every: int = 100  # steps between evaluations and checkpoints
     eval_tokens: int = 96  # length of the target's greedy answers to the evaluation prompts
     max_shards: int = 0  # use only the first N shards (0 = all): for tiny test runs
+    stdlib_blocks: int = 2400  # standard-library functions/classes the target reads (teacher forcing)
+    stdlib_batch: int = 16  # blocks per stdlib shard
+    stdlib_max_tokens: int = 320  # a block's length cap, in tokens
+    decay_fraction: float = 0.3  # the learning rate falls linearly to 10 % over this last part of the budget
     head_tokens: int = 8192  # tokens the shipped draft's head scores (FR-Spec); 0 = the full vocabulary
 
 
@@ -50,7 +54,7 @@ def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = layers
     config.tie_word_embeddings = True
-    draft = LlamaForCausalLM(config)
+    draft = LlamaForCausalLM(config).float()  # trained in fp32 whatever the target runs in
     draft.model.embed_tokens.weight.data.copy_(target.model.embed_tokens.weight.data)
     draft.model.embed_tokens.weight.requires_grad_(False)  # tied: the head is frozen too
     total = len(target.model.layers)
@@ -87,7 +91,7 @@ def distillation_loss(
     rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)])
     cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples])
     top_ids = torch.cat([e.top_ids for e in examples])  # (N, k)
-    top_probs = torch.cat([e.top_probs for e in examples]).float()
+    top_probs = torch.cat([e.top_probs.float() for e in examples])
     top_probs = top_probs / top_probs.sum(-1, keepdim=True)
     head = draft.lm_head.weight  # (vocab, d)
     random_ids = torch.randint(head.shape[0], (negatives,), generator=generator)
@@ -176,6 +180,13 @@ def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> Non
         shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
 
 
+def learning_rate_factor(progress: float, decay_fraction: float) -> float:
+    """Constant, then a linear fall to 10 % over the last `decay_fraction` of the budget."""
+    if decay_fraction <= 0:
+        return 1.0
+    return 1.0 - 0.9 * min(max((progress - (1 - decay_fraction)) / decay_fraction, 0.0), 1.0)
+
+
 def _load_examples(paths: list[Path]) -> list[Example]:
     return [e for path in paths for e in torch.load(path, weights_only=False)]
 
@@ -190,15 +201,23 @@ def train_draft(
     """Make data (resumable), train for the time budget (resumable), write the draft + its card."""
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
-    with tqdm(desc="target answers (data)", unit="shard") as bar:
-        def progress(done, total):
-            bar.total = total
-            bar.n = done
-            bar.refresh()
+    def shard_bar(description: str):
+        bar = tqdm(desc=description, unit="shard")
 
+        def progress(done, total):
+            bar.total, bar.n = total, done
+            bar.refresh()
+        return bar, progress
+
+    bar, progress = shard_bar("target answers (data)")
+    with bar:
         shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
                              config.generation_batch, config.max_new_tokens, config.label_top_k,
                              config.max_shards, progress)
+    bar, progress = shard_bar("standard-library code (data)")
+    with bar:
+        shards += make_stdlib_shards(target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch,
+                                     config.stdlib_max_tokens, config.label_top_k, progress)
     examples = _load_examples(shards)
     log(f"data: {len(examples)} answers, {sum(len(e.top_ids) for e in examples)} labelled positions")
 
@@ -227,7 +246,14 @@ def train_draft(
         while state["seconds"] < budget and state["step"] < config.max_steps:
             start = time.perf_counter()
             batch = [examples[i] for i in torch.randint(len(examples), (config.batch_size,), generator=order)]
-            loss = distillation_loss(draft, batch)
+            for group in optimizer.param_groups:
+                group["lr"] = config.learning_rate * learning_rate_factor(state["seconds"] / budget,
+                                                                         config.decay_fraction)
+            # Where the target runs in bf16 (CUDA, or a CPU with native bf16) the draft's forward does
+            # too; the weights and the optimiser stay fp32.
+            bf16 = target.model.dtype == torch.bfloat16
+            with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
+                loss = distillation_loss(draft, batch)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -243,7 +269,7 @@ def train_draft(
                 scores = {name: evaluate(draft, s, target.vocab_size) for name, s in eval_sets.items()}
                 draft.train()
                 state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
-                                         "loss": loss.item(), **scores})
+                                         "loss": loss.item(), "answers": len(examples), **scores})
                 log(f"step {state['step']}: loss {loss.item():.3f} "
                     + " ".join(f"{n}: Σmin {s['sum_min_pq']:.3f} agree {s['greedy_agreement']:.3f}"
                                for n, s in scores.items()))

@@ -371,6 +371,6 @@ def with_drafter(pair: ModelPair, drafter: str) -> ModelPair:
         return ModelPair(pair.target, None)
     if pair.draft is not None and pair.draft.name == drafter:
         return pair
-    draft = load_model(drafter)
+    draft = load_model(drafter, fast=True)
     check_tokenizers_match(pair.target, draft)
     return ModelPair(pair.target, draft)

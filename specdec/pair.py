@@ -37,7 +37,7 @@ class ModelPair:
         target = load_model(target_name)
         if drafter == NGRAM:
             return cls(target, None)
-        draft = load_model(drafter)
+        draft = load_model(drafter, fast=True)
         check_tokenizers_match(target, draft)
         return cls(target, draft)
 

@@ -1,15 +1,17 @@
 """Training the draft end to end on a tiny budget, and the pieces it is made of."""
 
+import ast
 import json
 
 import torch
 
-from specdec.draft_data import Example, training_prompts
+from specdec.draft_data import Example, label_answers, stdlib_code_blocks, training_prompts
 from specdec.draft_training import (
     EVAL_PROMPT_SETS,
     DraftTrainingConfig,
     build_draft,
     distillation_loss,
+    learning_rate_factor,
     train_draft,
 )
 
@@ -44,9 +46,11 @@ def test_loss_is_lower_when_draft_matches_labels(tiny_target):
 def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     config = DraftTrainingConfig(layers=1, samples_per_prompt=1, max_new_tokens=6, generation_batch=2,
                                  batch_size=2, minutes=5, max_steps=3, eval_every=2, eval_tokens=4,
-                                 max_shards=1)
+                                 max_shards=1, stdlib_blocks=3, stdlib_batch=2, stdlib_max_tokens=8)
     card = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None)
-    assert card["steps"] == 3 and card["answers"] == 2
+    assert card["steps"] == 3 and card["answers"] == 2 + 3  # 2 sampled answers, 3 stdlib blocks
+    assert sorted(p.name for p in (tmp_path / "work" / "data").iterdir()) == [
+        "shard-0000.pt", "stdlib-0000.pt", "stdlib-0001.pt"]
     assert [h["step"] for h in card["history"]] == [2, 3]
     assert 0 <= card["history"][-1]["code"]["sum_min_pq"] <= 1
     assert (tmp_path / "draft" / "draft-layers.safetensors").exists()
@@ -54,3 +58,41 @@ def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     more = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft",
                        DraftTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
     assert more["steps"] == 4 and len(more["history"]) == 3
+
+
+def test_stdlib_blocks_are_whole_functions_and_classes():
+    blocks = stdlib_code_blocks(60)
+    assert len(blocks) == 60 and blocks == stdlib_code_blocks(60)  # a fixed sample
+    assert all(source.startswith(("def ", "class ")) for _, source in blocks)
+    assert not any(module.split(".")[0] in ("test", "idlelib") for module, _ in blocks)
+    parsed = 0
+    for _, source in blocks:
+        try:
+            ast.parse(source)
+            parsed += 1
+        except SyntaxError:  # a block whose string literal has an unindented line is cut short
+            pass
+    assert parsed >= 0.9 * len(blocks)
+
+
+def test_label_answers_is_the_targets_own_distribution(bundled_pair):
+    """Batched, right-padded teacher forcing gives what one unpadded forward pass gives."""
+    target = bundled_pair.target
+    prompts, answers = ["Say hi.", "Show me some code."], ["Hi there!", "```python\nprint(1 + 2)\n```"]
+    examples = label_answers(target, prompts, answers, max_tokens=32, top_k=5)
+    for example, answer in zip(examples, answers, strict=True):
+        answer_ids = target.tokenizer(answer, add_special_tokens=False)["input_ids"]
+        assert example.token_ids[example.answer_start:].tolist() == answer_ids
+        with torch.inference_mode():
+            logits = target.model(example.token_ids[None]).logits[0, example.answer_start - 1 : -1]
+        probs = torch.softmax(logits[:, : target.vocab_size].float(), -1)
+        assert torch.equal(example.top_ids[:, 0], probs.argmax(-1))
+        torch.testing.assert_close(example.top_probs.float(), probs.gather(1, example.top_ids),
+                                   atol=2e-2, rtol=0)
+
+
+def test_learning_rate_is_constant_then_falls_to_a_tenth():
+    assert learning_rate_factor(0.0, 0.3) == learning_rate_factor(0.7, 0.3) == 1.0
+    assert abs(learning_rate_factor(0.85, 0.3) - 0.55) < 1e-9
+    assert abs(learning_rate_factor(1.0, 0.3) - 0.1) < 1e-9
+    assert learning_rate_factor(0.99, 0.0) == 1.0  # no decay asked for

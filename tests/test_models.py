@@ -1,7 +1,9 @@
 """Loading any pair from folders, and refusing pairs that do not share a tokenizer."""
 
 import pytest
+import torch
 
+from specdec import models
 from specdec.errors import SpecDecError
 from specdec.generation import Settings, generate
 from specdec.pair import NGRAM, ModelPair
@@ -77,3 +79,31 @@ def test_draft_folder_with_head_tokens_gets_a_reduced_head(tiny_pair_dirs, tmp_p
     assert len(result.token_ids) == 8
     drafted = [t for r in result.rounds for t in r.drafted_tokens]
     assert all(t % 2 == 0 for t in drafted)  # the draft can only propose tokens its head scores
+
+
+def test_cpu_target_is_fp32_and_draft_bf16_only_where_the_cpu_has_bf16_math(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("on CUDA the dtype is always bf16")
+    cpu = torch.device("cpu")
+    monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    assert models.pick_device() == (cpu, torch.float32)  # a target: exact greedy agreement
+    assert models.pick_device(fast=True) == (cpu, torch.bfloat16)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)
+    assert models.pick_device(fast=True) == (cpu, torch.float32)  # emulated bf16 would be slower
+    monkeypatch.setenv("SPECDEC_DTYPE", "bfloat16")  # the override wins both ways
+    assert models.pick_device() == (cpu, torch.bfloat16)
+    monkeypatch.setenv("SPECDEC_DTYPE", "float32")
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    assert models.pick_device(fast=True) == (cpu, torch.float32)
+
+
+def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch):
+    monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+    expected_target = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    assert pair.target.model.dtype == expected_target and pair.draft.model.dtype == torch.bfloat16
+    ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=12)
+    result = generate(pair, ids, Settings(gamma=3, max_new_tokens=12))
+    assert len(result.token_ids) == 12 and result.rounds
