@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", type=Path, default=Path("assets/draft"))
     train.add_argument("--minutes", type=float, default=60.0, help="training time budget")
     train.add_argument("--layers", type=int, default=2)
-    train.add_argument("--samples-per-prompt", type=int, default=1, help="answers per training prompt")
+    train.add_argument("--samples-per-prompt", type=int, default=2, help="answers per training prompt")
     train.add_argument("--max-new-tokens", type=int, default=192, help="answer length while making data")
     train.add_argument("--batch-size", type=int, default=8)
     train.add_argument("--learning-rate", type=float, default=1e-3)
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-steps", type=int, default=100_000)
     train.add_argument("--max-shards", type=int, default=0, help="use only N data shards (0 = all)")
     train.add_argument("--generation-batch", type=int, default=32)
-    train.add_argument("--stdlib-blocks", type=int, default=2400,
+    train.add_argument("--stdlib-blocks", type=int, default=1600,
                        help="standard-library functions/classes the target reads as extra data (0 = none)")
     train.add_argument("--eval-tokens", type=int, default=96)
 

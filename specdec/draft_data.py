@@ -275,7 +275,8 @@ def stdlib_code_blocks(
         module = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
         blocks += [(module, m.group().rstrip()) for m in TOP_LEVEL_BLOCK.finditer(text)
                    if min_chars <= len(m.group()) <= max_chars]
-    return random.Random(seed).sample(blocks, min(count, len(blocks)))
+    random.Random(seed).shuffle(blocks)  # shuffled whole, so a smaller count is a prefix of a larger
+    return blocks[:count]
 
 
 @torch.inference_mode()

@@ -31,7 +31,7 @@ EVAL_PROMPT_SETS = HELD_OUT_PROMPT_SETS
 @dataclass(frozen=True)
 class DraftTrainingConfig:
     layers: int = 2  # transformer layers in the draft (the target has 30)
-    samples_per_prompt: int = 1  # answers the target writes per training prompt
+    samples_per_prompt: int = 2  # answers the target writes per training prompt
     max_new_tokens: int = 192  # answer length cap while making data
     generation_batch: int = 32  # answers sampled together (one shard)
     label_top_k: int = 32  # target tokens kept per position as the distillation label
@@ -42,7 +42,7 @@ class DraftTrainingConfig:
     eval_every: int = 100  # steps between evaluations and checkpoints
     eval_tokens: int = 96  # length of the target's greedy answers to the evaluation prompts
     max_shards: int = 0  # use only the first N shards (0 = all): for tiny test runs
-    stdlib_blocks: int = 2400  # standard-library functions/classes the target reads (teacher forcing)
+    stdlib_blocks: int = 1600  # standard-library functions/classes the target reads (teacher forcing)
     stdlib_batch: int = 16  # blocks per stdlib shard
     stdlib_max_tokens: int = 320  # a block's length cap, in tokens
     decay_fraction: float = 0.3  # the learning rate falls linearly to 10 % over this last part of the budget
