@@ -7,7 +7,7 @@ from specdec.models import BUNDLED_DRAFT, SHIPPED_DRAFT
 from specdec.pair import default_drafter
 from specdec.sampling import SamplingConfig
 
-CODE_PROMPT = "Write a Python function that checks whether a list is sorted."
+CODE_PROMPT = "Write a Python function that returns the last n lines of a text file."  # not trained on
 AGREEMENT_FLOOR = 0.3  # chance is about 1 in 8192 (the reduced head); measured: 0.60
 
 
@@ -20,7 +20,10 @@ def test_shipped_draft_is_the_default_and_shares_the_tokenizer(bundled_pair):
 
 
 def test_greedy_agreement_on_a_code_prompt_is_far_above_chance(bundled_pair):
+    from specdec.draft_data import training_prompts
     from specdec.generation import Settings, generate
+
+    assert CODE_PROMPT not in training_prompts()
 
     ids = bundled_pair.encode_prompt(CODE_PROMPT, chat=True, max_new_tokens=48)
     greedy = Settings(sampling=SamplingConfig(temperature=0), max_new_tokens=48)
