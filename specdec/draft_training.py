@@ -201,6 +201,7 @@ def train_draft(
     """Make data (resumable), train for the time budget (resumable), write the draft + its card."""
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
+
     def shard_bar(description: str):
         bar = tqdm(desc=description, unit="shard")
 
@@ -219,7 +220,7 @@ def train_draft(
         shards += make_stdlib_shards(target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch,
                                      config.stdlib_max_tokens, config.label_top_k, progress)
     examples = _load_examples(shards)
-    log(f"data: {len(examples)} answers, {sum(len(e.top_ids) for e in examples)} labelled positions")
+    log(f"data: {len(examples)} examples, {sum(len(e.top_ids) for e in examples)} labelled positions")
 
     eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
     if not eval_path.exists():
@@ -241,6 +242,9 @@ def train_draft(
         log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
 
     order = torch.Generator().manual_seed(state["step"])
+    # Where the teacher runs in bf16 (CUDA, or a CPU with bf16 math) the draft's forward does too;
+    # its weights and the optimiser stay fp32.
+    bf16 = target.model.dtype == torch.bfloat16
     budget = config.minutes * 60
     with tqdm(total=int(budget), initial=int(state["seconds"]), desc="training", unit="s") as bar:
         while state["seconds"] < budget and state["step"] < config.max_steps:
@@ -249,9 +253,6 @@ def train_draft(
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * learning_rate_factor(state["seconds"] / budget,
                                                                          config.decay_fraction)
-            # Where the target runs in bf16 (CUDA, or a CPU with native bf16) the draft's forward does
-            # too; the weights and the optimiser stay fp32.
-            bf16 = target.model.dtype == torch.bfloat16
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
                 loss = distillation_loss(draft, batch)
             optimizer.zero_grad()
