@@ -45,11 +45,11 @@ def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
     """CUDA with bf16 when present. On a CPU: fp32, or with `fast` bf16 where the CPU has bf16 math.
 
     bf16 rounding differs between a pass over 5 tokens and a pass over 1, enough to flip the argmax
-    where the top two tokens are nearly tied (measured here: 5 of 8 held-out prompts parted from
-    plain greedy decoding within 64 tokens; fp32: none). So a target stays fp32 on a CPU, and greedy
-    speculative output matches plain decoding token for token. A draft's numbers only change q,
-    which the acceptance rule handles exactly, so a draft loads with `fast`: with AVX512-BF16 it runs
-    ~1.6x faster. SPECDEC_DTYPE=float32 or bfloat16 overrides both choices.
+    where the top two tokens are nearly tied (measured here: 3 of 12 held-out prompts parted from
+    plain greedy decoding within 64 tokens; fp32: none; the README has the loop). So a target stays
+    fp32 on a CPU, and greedy speculative output matches plain decoding token for token. A draft's
+    numbers only change q, which the acceptance rule handles exactly, so a draft loads with `fast`:
+    with AVX512-BF16 it runs ~1.6x faster. SPECDEC_DTYPE=float32 or bfloat16 overrides both choices.
     """
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     forced = os.environ.get("SPECDEC_DTYPE")
