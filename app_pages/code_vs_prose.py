@@ -2,18 +2,18 @@
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import streamlit as st
 
 from app_pages import ui
-from specdec import charts
-from specdec import experiments as ex
+from specdec.config import Settings
 from specdec.errors import SpecDecError
+from specdec.lab import charts, timing
+from specdec.models.pair import ModelPair
+from specdec.paths import ASSETS
 
-SETS_DIR = Path(__file__).resolve().parent.parent / "assets" / "prompt_sets"
+SETS_DIR = ASSETS / "prompt_sets"
 CATEGORIES = ["code", "structured", "prose", "creative", "copy_heavy"]
-CHART_CONFIG = {"displayModeBar": False}
 QUIZ = "2.5x on a code assistant, 1.3x on a writing tool: why?"
 CHOICES = {
     "temperature": "The writing tool samples at a higher temperature",
@@ -22,14 +22,9 @@ CHOICES = {
     "predictability": "Continuations of code are more predictable, so more drafts are accepted",
 }
 
-ui.init_state()
-state = st.session_state
-state.setdefault("_cp_results", {})  # run key -> rows (one per prompt)
-state.setdefault("_cp_loaded", None)  # rows from an uploaded file
-
 
 @st.cache_data(show_spinner=False)
-def _prompt_sets() -> list[dict]:
+def bundled_prompt_sets() -> list[dict]:
     rows = []
     for name in CATEGORIES:
         data = json.loads((SETS_DIR / f"{name}.json").read_text(encoding="utf-8"))
@@ -37,159 +32,109 @@ def _prompt_sets() -> list[dict]:
     return rows
 
 
-st.title("Code vs prose")
-st.markdown(
-    "Speculation pays when the draft guesses right. Run prompt sets of different kinds with the same "
-    "settings and compare acceptance, tokens per target pass and speed-up per kind, prompt by prompt."
-)
-
-pair = ui.require_pair()
-
-with st.expander("Prompt sets (editable: add, change or delete rows)"):
-    edited = st.data_editor(
-        _prompt_sets(),
-        num_rows="dynamic",
-        key="_cp_editor",
-        width="stretch",
-        column_config={
-            "category": st.column_config.TextColumn(required=True),
-            "prompt": st.column_config.TextColumn(width="large", required=True),
-        },
+def intro() -> None:
+    st.title("Code vs prose")
+    st.markdown(
+        "Speculation pays when the draft guesses right. Run prompt sets of different kinds with the same "
+        "settings and compare acceptance, tokens per target pass and speed-up per kind, prompt by prompt."
     )
-cols = st.columns(3)
-per_category = cols[0].number_input("Prompts per category", 1, 20, 2, key="_cp_per_cat")
-new_tokens = cols[1].number_input("New tokens per prompt", 4, 256, 32, key="_cp_tokens")
 
 
-def _sets(rows) -> dict[str, list[str]]:
+def chosen_sets(pair: ModelPair) -> tuple[dict[str, list[str]], Settings]:
+    """The editable prompt sets, cut to N prompts per category, and the settings to run them with."""
+    with st.expander("Prompt sets (editable: add, change or delete rows)"):
+        edited = st.data_editor(
+            bundled_prompt_sets(), num_rows="dynamic", key="_cp_editor", width="stretch",
+            column_config={"category": st.column_config.TextColumn(required=True),
+                           "prompt": st.column_config.TextColumn(width="large", required=True)},
+        )  # fmt: skip
+    cols = st.columns(3)
+    per_category = cols[0].number_input("Prompts per category", 1, 20, 2, key="_cp_per_cat")
+    new_tokens = cols[1].number_input("New tokens per prompt", 4, 256, 32, key="_cp_tokens")
     sets: dict[str, list[str]] = {}
-    for row in rows:
+    for row in edited if isinstance(edited, list) else edited.to_dict("records"):
         category, prompt = str(row.get("category") or "").strip(), str(row.get("prompt") or "")
         if category and prompt.strip() and len(sets.setdefault(category, [])) < per_category:
             sets[category].append(prompt)
-    return {name: prompts for name, prompts in sets.items() if prompts}
-
-
-try:
-    settings = ui.current_settings()
-    settings = replace(settings, max_new_tokens=int(new_tokens))
-    sets = _sets(edited if isinstance(edited, list) else edited.to_dict("records"))
-    if not sets:
-        raise SpecDecError("no prompts to run: give at least one row a category and a prompt")
-except SpecDecError as error:
-    st.error(str(error), icon=":material/error:")
-    st.stop()
-
-key = (pair.target.name, pair.drafter_name, settings, bool(state["chat"]), json.dumps(sets, sort_keys=True))
-total = sum(len(p) for p in sets.values())
-cols[2].caption(
-    f"{total} prompt(s) in {len(sets)} categories · drafter **{pair.drafter_name}** · "
-    f"γ = {settings.gamma} · temperature {settings.sampling.temperature}"
-)
-
-run_clicked = ui.run_stop_buttons("Run the prompt sets", "b_sets", "b_cp_stop", "_cp_stop")
-
-if run_clicked:
-    progress = st.progress(0.0, text="starting…")
-    rows = []
+    sets = {name: prompts for name, prompts in sets.items() if prompts}
     try:
-        for row in ex.prompt_set_runs(pair, sets, settings, bool(state["chat"])):
-            rows.append(row)
-            progress.progress(
-                len(rows) / total,
-                text=f"{row['category']} · prompt {row['prompt']}: "
-                f"{row['speedup']:.2f}x, acceptance {row['acceptance_rate']:.0%}",
-            )
-            if state.get("_cp_stop"):
-                st.warning("Stopped: the results below cover the prompts run so far.")
-                break
+        settings = replace(ui.current_settings(), max_new_tokens=int(new_tokens))
+        if not sets:
+            raise SpecDecError("no prompts to run: give at least one row a category and a prompt")
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
-    progress.empty()
-    if rows:
-        state["_cp_results"][key] = rows
-        state["_cp_loaded"] = None
-
-uploaded = st.file_uploader("Reload saved results (JSON)", type="json", key="_cp_upload")
-if uploaded is not None:
-    try:
-        data = json.loads(uploaded.getvalue().decode("utf-8"))
-        rows = data["rows"]
-        needed = {"category", "prompt", "acceptance_rate", "tokens_per_pass", "speedup"}
-        if not isinstance(rows, list) or not rows or not all(needed <= set(r) for r in rows):
-            raise ValueError
-        state["_cp_loaded"] = data
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        st.error(
-            "that file is not saved results from this page (expected JSON with a 'rows' list)",
-            icon=":material/error:",
-        )
-
-loaded = state["_cp_loaded"]
-rows = loaded["rows"] if loaded else state["_cp_results"].get(key)
-if not rows:
-    st.info("Press **Run the prompt sets** (a few seconds per prompt), or reload saved results.")
-    st.stop()
-if loaded:
-    st.caption(
-        f"Showing reloaded results: {loaded.get('drafter', '?')} drafting for "
-        f"{loaded.get('target', '?')}, settings {loaded.get('settings', '?')}"
+        st.stop()
+    cols[2].caption(
+        f"{sum(len(p) for p in sets.values())} prompt(s) in {len(sets)} categories · drafter "
+        f"**{pair.drafter_name}** · γ = {settings.gamma} · temperature {settings.sampling.temperature} "
+        "(new tokens: this page's own)"
     )
+    return sets, settings
 
-summary = ex.category_summary(rows)
-st.dataframe(
-    summary,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "acceptance_rate": st.column_config.NumberColumn("acceptance (median)", format="%.2f"),
-        "tokens_per_pass": st.column_config.NumberColumn("tokens/pass (median)", format="%.2f"),
-        "speedup": st.column_config.NumberColumn("speed-up (median)", format="%.2fx"),
-    },
-)
-cols = st.columns(3)
-cols[0].plotly_chart(
-    charts.category_chart(rows, "acceptance_rate", "Acceptance rate", "accepted / drafted"),
-    config=CHART_CONFIG,
-)
-cols[1].plotly_chart(
-    charts.category_chart(rows, "tokens_per_pass", "Tokens per target pass", "tokens"), config=CHART_CONFIG
-)
-cols[2].plotly_chart(
-    charts.category_chart(rows, "speedup", "Speed-up", "x over target only"), config=CHART_CONFIG
-)
-with st.expander("Every prompt"):
-    st.dataframe(rows, hide_index=True, width="stretch")
 
-save = {
-    "target": pair.target.name if not loaded else loaded.get("target"),
-    "drafter": pair.drafter_name if not loaded else loaded.get("drafter"),
-    "settings": {
-        "gamma": settings.gamma,
-        "temperature": settings.sampling.temperature,
-        "top_k": settings.sampling.top_k,
-        "top_p": settings.sampling.top_p,
-        "max_new_tokens": settings.max_new_tokens,
-        "chat": bool(state["chat"]),
-    }
-    if not loaded
-    else loaded.get("settings"),
-    "rows": rows,
-}
-st.download_button(
-    "Save results (JSON)",
-    data=json.dumps(save, indent=1),
-    file_name="specdec-prompt-sets.json",
-    mime="application/json",
-    key="b_cp_save",
-    on_click="ignore",
-)
+def run_sets(pair: ModelPair, sets: dict[str, list[str]], settings: Settings) -> tuple | None:
+    """The run button; returns (rows, finished) for these sets and settings, if run."""
+    chat = bool(st.session_state["chat"])
+    key = (pair.target.name, pair.drafter_name, settings, chat, json.dumps(sets, sort_keys=True))
+    results = st.session_state["_cp_results"]
+    if ui.run_stop_buttons("Run the prompt sets", "b_sets", "b_cp_stop", "_cp_stop"):
+        st.session_state["_cp_loaded"] = None
+        try:
+            ui.run_with_progress(
+                timing.prompt_set_runs(pair, sets, settings, chat), sum(len(p) for p in sets.values()),
+                lambda row: f"{row['category']} · prompt {row['prompt']}: "
+                f"{row['speedup']:.2f}x, acceptance {row['acceptance_rate']:.0%}",
+                "_cp_stop", lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
+            )  # fmt: skip
+        except SpecDecError as error:
+            st.error(str(error), icon=":material/error:")
+    return results.get(key)
 
-# -- quiz ------------------------------------------------------------------------------------------
 
-st.subheader("Quiz")
-answer = st.radio(QUIZ, list(CHOICES), format_func=CHOICES.get, index=None, key="_cp_quiz")
-if answer is not None:
+def reload_saved() -> dict | None:
+    uploaded = st.file_uploader("Reload saved results (JSON)", type="json", key="_cp_upload")
+    if uploaded is not None:
+        try:
+            st.session_state["_cp_loaded"] = timing.check_saved_results(json.loads(uploaded.getvalue()))
+        except (ValueError, UnicodeDecodeError):
+            st.error("that file is not JSON: reload a file saved by this page", icon=":material/error:")
+        except SpecDecError as error:
+            st.error(str(error), icon=":material/error:")
+    return st.session_state["_cp_loaded"]
+
+
+def results(rows: list[dict]) -> list[dict]:
+    summary = timing.category_summary(rows)
+    st.dataframe(
+        summary, hide_index=True, width="stretch",
+        column_config={
+            "acceptance_rate": st.column_config.NumberColumn("acceptance (median)", format="%.2f"),
+            "tokens_per_pass": st.column_config.NumberColumn("tokens/pass (median)", format="%.2f"),
+            "speedup": st.column_config.NumberColumn("speed-up (median)", format="%.2fx"),
+        },
+    )  # fmt: skip
+    cols = st.columns(3)
+    ui.chart(charts.category_chart(rows, "acceptance_rate", "Acceptance rate", "accepted / drafted"),
+             container=cols[0])  # fmt: skip
+    ui.chart(charts.category_chart(rows, "tokens_per_pass", "Tokens per target pass", "tokens"),
+             container=cols[1])  # fmt: skip
+    ui.chart(charts.category_chart(rows, "speedup", "Speed-up", "x over target only"), container=cols[2])
+    with st.expander("Every prompt"):
+        st.dataframe(rows, hide_index=True, width="stretch")
+    return summary
+
+
+def save_button(saved: dict) -> None:
+    st.download_button("Save results (JSON)", data=json.dumps(saved, indent=1),
+                       file_name="specdec-prompt-sets.json", mime="application/json", key="b_cp_save",
+                       on_click="ignore")  # fmt: skip
+
+
+def quiz(summary: list[dict]) -> None:
+    st.subheader("Quiz")
+    answer = st.radio(QUIZ, list(CHOICES), format_func=CHOICES.get, index=None, key="_cp_quiz")
+    if answer is None:
+        return
     by = {s["category"]: s for s in summary}
     best = max(summary, key=lambda s: s["acceptance_rate"])
     worst = min(summary, key=lambda s: s["acceptance_rate"])
@@ -217,3 +162,33 @@ if answer is not None:
             f"{by['prose']['acceptance_rate']:.0%}, speed-up {by['code']['speedup']:.2f}x vs "
             f"{by['prose']['speedup']:.2f}x."
         )
+
+
+ui.init_state()
+st.session_state.setdefault("_cp_results", {})  # run key -> (rows, finished)
+st.session_state.setdefault("_cp_loaded", None)  # checked contents of an uploaded file
+intro()
+pair = ui.require_pair()
+sets, settings = chosen_sets(pair)
+ran = run_sets(pair, sets, settings)
+loaded = reload_saved()
+if loaded:
+    rows = loaded["rows"]
+    st.caption(f"Showing reloaded results: {loaded.get('drafter', '?')} drafting for "
+               f"{loaded.get('target', '?')}, settings {loaded.get('settings', '?')}")  # fmt: skip
+    saved = loaded
+elif ran:
+    rows, finished = ran
+    if not finished:
+        st.warning("Stopped: the results below cover the prompts run so far.")
+    saved = {"target": pair.target.name, "drafter": pair.drafter_name,
+             "settings": {"gamma": settings.gamma, "temperature": settings.sampling.temperature,
+                          "top_k": settings.sampling.top_k, "top_p": settings.sampling.top_p,
+                          "max_new_tokens": settings.max_new_tokens, "chat": bool(st.session_state["chat"])},
+             "rows": rows}  # fmt: skip
+else:
+    st.info("Press **Run the prompt sets** (a few seconds per prompt), or reload saved results.")
+    st.stop()
+summary = results(rows)
+save_button(saved)
+quiz(summary)

@@ -5,14 +5,13 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import ui
-from specdec import charts
-from specdec import experiments as ex
+from specdec.config import SamplingConfig
 from specdec.errors import SpecDecError
-from specdec.sampling import SamplingConfig
-from specdec.stats import chi_square_two_sample, tv_distance
-from specdec.stepper import token_label
+from specdec.lab import charts, guarantee
+from specdec.lab.stats import chi_square_two_sample, tv_distance
+from specdec.lab.tokens import token_label
+from specdec.models.pair import ModelPair
 
-CHART_CONFIG = {"displayModeBar": False}
 TOY_DEFAULT = [
     {"token": "the", "p (target)": 0.40, "q (draft)": 0.60},
     {"token": "a", "p (target)": 0.25, "q (draft)": 0.10},
@@ -23,52 +22,43 @@ TOY_DEFAULT = [
 # Ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and the next colour is open.
 SAMPLE_PROMPT = "red, green, blue, red, yellow, blue, red,"
 
-ui.init_state()
-state = st.session_state
-state.setdefault("_gu_prompt", SAMPLE_PROMPT)
-state.setdefault("_gu_chat", False)
-state.setdefault("_gu_results", {})
 
-st.title("The guarantee")
-st.markdown(
-    "Accept a draft x with probability min(1, p(x)/q(x)); after a rejection, draw from the residual "
-    "norm(max(0, p − q)). Whatever the draft q is, every emitted token is distributed **exactly** as "
-    "the target's p. A good draft only makes it faster."
-)
+def intro() -> None:
+    st.title("The guarantee")
+    st.markdown(
+        "Accept a draft x with probability min(1, p(x)/q(x)); after a rejection, draw from the residual "
+        "norm(max(0, p − q)). Whatever the draft q is, every emitted token is distributed **exactly** as "
+        "the target's p. A good draft only makes it faster."
+    )
 
-# -- (a) toy playground ----------------------------------------------------------------------------
 
-st.header("1 · Toy playground")
-st.caption("Shape p and q over five tokens (weights; each column is normalised to sum to 1).")
-left, right = st.columns([2, 3])
-with left:
-    table = st.data_editor(
-        TOY_DEFAULT,
-        key="_gu_toy",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "p (target)": st.column_config.NumberColumn(min_value=0.0, step=0.01),
-            "q (draft)": st.column_config.NumberColumn(min_value=0.0, step=0.01),
-        },
-    )
-rows = table if isinstance(table, list) else table.to_dict("records")
-try:
-    labels = [str(r.get("token") or f"token {i + 1}") for i, r in enumerate(rows)]
-    rule = ex.toy_rule(
-        [float(r["p (target)"] or 0) for r in rows], [float(r["q (draft)"] or 0) for r in rows]
-    )
-except (SpecDecError, TypeError, ValueError, KeyError) as error:
-    right.error(
-        str(error) if isinstance(error, SpecDecError) else "every weight must be a number ≥ 0",
-        icon=":material/error:",
-    )
-else:
-    with right:
-        st.plotly_chart(
-            charts.toy_chart(labels, rule.target_probs, rule.draft_probs, rule.residual, rule.output),
-            config=CHART_CONFIG,
+def toy_playground() -> None:
+    st.header("1 · Toy playground")
+    st.caption("Shape p and q over five tokens (weights; each column is normalised to sum to 1).")
+    left, right = st.columns([2, 3])
+    with left:
+        table = st.data_editor(
+            TOY_DEFAULT,
+            key="_gu_toy",
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "p (target)": st.column_config.NumberColumn(min_value=0.0, step=0.01),
+                "q (draft)": st.column_config.NumberColumn(min_value=0.0, step=0.01),
+            },
         )
+    rows = table if isinstance(table, list) else table.to_dict("records")
+    try:
+        labels = [str(r.get("token") or f"token {i + 1}") for i, r in enumerate(rows)]
+        rule = guarantee.toy_rule(
+            [float(r["p (target)"] or 0) for r in rows], [float(r["q (draft)"] or 0) for r in rows]
+        )
+    except (SpecDecError, TypeError, ValueError, KeyError) as error:
+        message = str(error) if isinstance(error, SpecDecError) else "every weight must be a number ≥ 0"
+        right.error(message, icon=":material/error:")
+        return
+    ui.chart(charts.toy_chart(labels, rule.target_probs, rule.draft_probs, rule.residual, rule.output),
+             container=right)  # fmt: skip
     cols = st.columns(3)
     cols[0].metric("P(draft accepted) = Σ min(p, q)", f"{rule.accept_probability:.3f}")
     cols[1].metric("P(draw from residual)", f"{1 - rule.accept_probability:.3f}")
@@ -80,74 +70,61 @@ else:
         "tops x up by exactly p(x) − q(x); where q ≥ p the draft alone gives p(x). Sum: p(x)."
     )
 
-# -- (b) empirical with the real pair --------------------------------------------------------------
 
-st.header("2 · With the real models")
-pair = ui.require_pair()
-st.markdown(
-    f"Many short runs of the same prompt, each with its own seed, speculative (drafter "
-    f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred samples "
-    "show the whole distribution."
-)
-left, right = st.columns([4, 1])
-left.text_input("Prompt", key="_gu_prompt")
-right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
-cols = st.columns(4)
-samples = cols[0].number_input("Samples of each kind", 10, 2000, 200, step=10, key="_gu_samples")
-num_tokens = cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens")
-top_k = cols[2].number_input("Top-k", 1, 50, 5, key="_gu_topk")
-temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key="_gu_temp")
-try:
-    base = ui.current_settings()
+def sampled_outcomes(pair: ModelPair) -> None:
+    st.header("2 · With the real models")
+    st.markdown(
+        f"Many short runs of the same prompt, each with its own seed, speculative (drafter "
+        f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred "
+        "samples show the whole distribution."
+    )
+    left, right = st.columns([4, 1])
+    left.text_input("Prompt", key="_gu_prompt")
+    right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
+    st.caption(
+        "This section samples with its own temperature and top-k, set here (they override the sidebar's "
+        "for this section only): a small top-k keeps the outcomes few enough to count."
+    )
+    cols = st.columns(4)
+    samples = int(cols[0].number_input("Samples of each kind", 10, 2000, 200, step=10, key="_gu_samples"))
+    num_tokens = int(cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens"))
+    top_k = cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_gu_topk")
+    temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1, key="_gu_temp")
+    chat = bool(st.session_state["_gu_chat"])
+    base, prompt_ids = ui.require_prompt(pair, st.session_state["_gu_prompt"], chat, num_tokens + 1)
     settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0))
-    prompt_ids = pair.encode_prompt(state["_gu_prompt"], bool(state["_gu_chat"]), int(num_tokens) + 1)
-except SpecDecError as error:
-    st.error(str(error), icon=":material/error:")
-    st.stop()
-key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, int(samples), int(num_tokens))
+    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
+    results = st.session_state["_gu_results"]
+    if ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop"):
+        ui.run_with_progress(
+            guarantee.sample_outcomes(pair, prompt_ids, settings, samples, num_tokens), samples,
+            lambda tally: f"{tally.samples} of {samples} each", "_gu_stop",
+            lambda tallies, finished: results.__setitem__(key, (tallies[-1], finished)),
+        )  # fmt: skip
+    if key not in results:
+        st.info("Press **Sample both ways**.")
+        return
+    tally, finished = results[key]
+    if not finished:
+        st.warning(f"Stopped after {tally.samples} samples of each kind.")
+    show_tally(pair, tally)
 
-sample_clicked = ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop")
-if sample_clicked:
-    progress = st.progress(0.0, text="sampling…")
-    tally = None
-    for tally in ex.sample_outcomes(pair, prompt_ids, settings, int(samples), int(num_tokens)):
-        if tally.samples % 10 == 0:
-            progress.progress(tally.samples / int(samples), text=f"{tally.samples} of {int(samples)} each")
-        if state.get("_gu_stop"):
-            st.warning(f"Stopped after {tally.samples} samples of each kind.")
-            break
-    progress.empty()
-    if tally is not None:
-        state["_gu_results"][key] = tally
 
-tally = state["_gu_results"].get(key)
-if tally is None:
-    st.info("Press **Sample both ways**.")
-else:
+def show_tally(pair: ModelPair, tally: guarantee.SampleTally) -> None:
     outcomes = sorted(
         set(tally.speculative) | set(tally.target), key=lambda o: -(tally.speculative[o] + tally.target[o])
     )[:20]
     names = [" ".join(token_label(pair, t) for t in outcome) for outcome in outcomes]
     n_spec, n_plain = sum(tally.speculative.values()), sum(tally.target.values())
     title = f"First {tally.num_tokens} token(s): {n_spec} speculative vs {n_plain} target-only samples"
-    st.plotly_chart(
-        charts.empirical_chart(
-            names,
-            [tally.speculative[o] / n_spec for o in outcomes],
-            [tally.target[o] / n_plain for o in outcomes],
-            title,
-        ),
-        config=CHART_CONFIG,
-    )
+    ui.chart(charts.empirical_chart(names, [tally.speculative[o] / n_spec for o in outcomes],
+                                    [tally.target[o] / n_plain for o in outcomes], title))  # fmt: skip
     tv = tv_distance(tally.speculative, tally.target)
     test = chi_square_two_sample(tally.speculative, tally.target)
     cols = st.columns(4)
     cols[0].metric("TV distance", f"{tv:.3f}", help="½ Σ |speculative(x) − target(x)|; 0 = identical")
-    cols[1].metric(
-        "χ² p-value",
-        f"{test.p_value:.2f}",
-        help=f"χ² = {test.statistic:.2f} on {test.dof} dof (rare outcomes pooled)",
-    )
+    cols[1].metric("χ² p-value", f"{test.p_value:.2f}",
+                   help=f"χ² = {test.statistic:.2f} on {test.dof} dof (rare outcomes pooled)")  # fmt: skip
     cols[2].metric("Drafts tested", tally.drafted)
     cols[3].metric("Drafts rejected", tally.rejected)
     verdict = (
@@ -166,29 +143,28 @@ else:
             "the text), so both runs used the target alone: pick a model drafter to test the rule."
         )
 
-# -- (c) greedy ------------------------------------------------------------------------------------
 
-st.header("3 · Greedy: token for token")
-st.markdown("At temperature 0 speculative decoding must produce *the same tokens* as the target alone.")
-if st.button("Compare greedy outputs", key="b_greedy"):
-    try:
-        greedy_ids = pair.encode_prompt(state["prompt"], bool(state["chat"]), base.max_new_tokens)
-    except SpecDecError as error:
-        st.error(str(error), icon=":material/error:")
-        st.stop()
-    state["_gu_greedy"] = (ex.greedy_check(pair, greedy_ids, base), state["prompt"])
-if "_gu_greedy" in state:
+def greedy_equality(pair: ModelPair) -> None:
+    st.header("3 · Greedy: token for token")
+    st.markdown("At temperature 0 speculative decoding must produce *the same tokens* as the target alone.")
+    state = st.session_state
+    if st.button("Compare greedy outputs", key="b_greedy"):
+        settings, greedy_ids = ui.require_prompt(pair, state["prompt"])
+        state["_gu_greedy"] = (guarantee.greedy_check(pair, greedy_ids, settings), state["prompt"])
+    if "_gu_greedy" not in state:
+        return
     check, prompt = state["_gu_greedy"]
     st.caption(f"Prompt (the sidebar's, from Round by round): {prompt[:80]!r} · {len(check.target)} tokens")
     if check.first_difference is None:
         st.success(f"Identical: all {len(check.target)} tokens match.")
     else:
         i = check.first_difference
-        st.warning(
-            f"First difference at token {i + 1}: speculative "
-            f"{token_label(pair, check.speculative[i]) if i < len(check.speculative) else '(end)'} vs "
-            f"target-only {token_label(pair, check.target[i]) if i < len(check.target) else '(end)'}."
-        )
+
+        def at(tokens: list[int]) -> str:
+            return token_label(pair, tokens[i]) if i < len(tokens) else "(end)"
+
+        st.warning(f"First difference at token {i + 1}: speculative {at(check.speculative)} vs "
+                   f"target-only {at(check.target)}.")  # fmt: skip
         st.markdown(
             "The rule itself is exact; the numbers are not. Verification scores γ+1 tokens in one "
             "batched pass, plain decoding one token per pass, and the two use different matrix shapes "
@@ -200,3 +176,14 @@ if "_gu_greedy" in state:
     cols = st.columns(2)
     cols[0].code(pair.decode(check.speculative), language=None, wrap_lines=True)
     cols[1].code(pair.decode(check.target), language=None, wrap_lines=True)
+
+
+ui.init_state()
+st.session_state.setdefault("_gu_prompt", SAMPLE_PROMPT)
+st.session_state.setdefault("_gu_chat", False)
+st.session_state.setdefault("_gu_results", {})
+intro()
+toy_playground()
+pair = ui.require_pair()
+sampled_outcomes(pair)
+greedy_equality(pair)

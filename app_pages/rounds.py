@@ -6,13 +6,12 @@ import re
 import streamlit as st
 
 from app_pages import ui
-from specdec import charts
-from specdec.stepper import Stepper
+from specdec.lab import charts
+from specdec.lab.stepper import Stepper
 
 STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
 ALL = 10**6
 SPEEDS = {"slow": 2.0, "normal": 1.0, "fast": 0.5, "fastest": 0.25}  # seconds per stage
-CHART_CONFIG = {"displayModeBar": False}
 
 ui.init_state()  # app.py did this already; repeated so the page also runs on its own (AppTest)
 state = st.session_state
@@ -104,7 +103,7 @@ def _tick() -> None:
     """One timer beat: the next draft of stage 1, the next stage, or the next round."""
     current = stepper.current
     if state["animate_stages"] and current is not None and state["stage"] == 1:
-        if state["revealed"] < current.gamma:
+        if state["revealed"] < current.num_drafted:
             state["revealed"] += 1
             return
     if state["animate_stages"] and current is not None and state["stage"] < 5:
@@ -190,7 +189,7 @@ def _position_picker(trace, labels, count: int, label: str, follow: int | None =
         return 0
 
     def name(i: int) -> str:
-        token = labels[trace.drafted_tokens[i]] if i < trace.gamma else "bonus slot"
+        token = labels[trace.drafted_tokens[i]] if i < trace.num_drafted else "bonus slot"
         return f"{i + 1} · {_md_escape(token)}"
 
     key = f"_pos_{trace.index}_{count}"
@@ -203,25 +202,25 @@ def _position_picker(trace, labels, count: int, label: str, follow: int | None =
 
 def _stage_drafting(trace, labels) -> None:
     st.markdown(
-        f"The drafter proposes **{trace.gamma}** token(s), one after another, each drawn from its "
+        f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
         "distribution **q**. Nothing has been checked yet."
     )
-    if trace.gamma == 0:
+    if trace.num_drafted == 0:
         return
     if stepper.pair.draft is None:
         st.caption("The n-gram drafter copies what followed the same few tokens earlier in the text: "
                    "q puts all its mass on the copied token.")  # fmt: skip
-    revealing = state["revealed"] < trace.gamma
+    revealing = state["revealed"] < trace.num_drafted
     follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft
-    i = _position_picker(trace, labels, trace.gamma, "Drafted token", follow)
+    i = _position_picker(trace, labels, trace.num_drafted, "Drafted token", follow)
     drafted = trace.drafted_tokens[i]
     title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
     fig = charts.draft_chart(trace.positions[i], drafted, labels, title)
-    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c1_{trace.index}")
+    ui.chart(fig, key=f"_c1_{trace.index}")
 
 
 def _stage_verify(trace, labels) -> None:
-    k = trace.gamma
+    k = trace.num_drafted
     st.markdown(
         f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
         f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
@@ -242,11 +241,11 @@ def _stage_verify(trace, labels) -> None:
     drafted = trace.drafted_tokens[i] if i < k else None
     title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
     fig = charts.distribution_chart(trace.positions[i], labels, title, highlight=drafted, show_residual=False)
-    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c2_{trace.index}")
+    ui.chart(fig, key=f"_c2_{trace.index}")
 
 
 def _stage_accept(trace, labels) -> None:
-    if trace.gamma == 0:
+    if trace.num_drafted == 0:
         st.markdown("Nothing was drafted, so there is nothing to test: the target's pass gives one token.")
         return
     if greedy:
@@ -259,7 +258,7 @@ def _stage_accept(trace, labels) -> None:
             "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
             "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested."
         )
-    st.plotly_chart(charts.acceptance_chart(trace, labels), config=CHART_CONFIG, key=f"_c3_{trace.index}")
+    ui.chart(charts.acceptance_chart(trace, labels), key=f"_c3_{trace.index}")
     lines = []
     for i in range(trace.num_tested):
         x = labels[trace.drafted_tokens[i]]
@@ -278,7 +277,7 @@ def _stage_accept(trace, labels) -> None:
 
 
 def _stage_correct(trace, labels) -> None:
-    k, j = trace.gamma, trace.num_accepted
+    k, j = trace.num_drafted, trace.num_accepted
     nxt = labels[trace.next_token]
     if trace.is_bonus:
         how = " (its argmax)." if greedy else "."
@@ -305,7 +304,7 @@ def _stage_correct(trace, labels) -> None:
         st.markdown(f"Draft {j + 1} {_code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
         fig = charts.distribution_chart(trace.positions[j], labels, title, highlight=trace.next_token)
-    st.plotly_chart(fig, config=CHART_CONFIG, key=f"_c4_{trace.index}")
+    ui.chart(fig, key=f"_c4_{trace.index}")
     shown = trace.positions[k if trace.is_bonus else j].token_ids
     if trace.next_token not in shown:
         st.caption(f"{_code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
@@ -354,6 +353,7 @@ def round_view() -> None:
     cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
     _counters()
+    _timeline()
     trace = stepper.current
     if trace is None:
         st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
@@ -384,6 +384,24 @@ def round_view() -> None:
             "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
             mime="text/csv", key="b_csv", on_click="ignore",
         )  # fmt: skip
+
+
+def _timeline_clicked() -> None:
+    """A click on the timeline: show that round, at its last stage (as Back does)."""
+    _mark_click()
+    picked = st.session_state["_timeline"].selection.get(charts.TIMELINE_PICK) or []
+    if picked:
+        stepper.show_round(int(picked[0]["round"]) - 1)
+        state["stage"], state["animating"], state["revealed"] = 5, False, ALL
+
+
+def _timeline() -> None:
+    """Every round so far, one column each; clicking a column jumps to that round."""
+    if len(stepper.traces) < 2:
+        return
+    chart = charts.timeline_chart(stepper.traces, stepper.labels_for_all(), stepper.shown)
+    st.altair_chart(chart, key="_timeline", on_select=_timeline_clicked, selection_mode=charts.TIMELINE_PICK,
+                    width="stretch")  # fmt: skip
 
 
 def _json() -> str:

@@ -1,6 +1,6 @@
-"""What the pages share: the sidebar controls, the URL, the cached model pair, token HTML.
+"""What the pages share: the sidebar controls, the URL, the cached model pair, charts, long runs, token HTML.
 
-Pages go widgets -> specdec API -> specdec.charts; nothing here touches torch.
+Pages go widgets -> specdec API (models/, lab/) -> specdec.lab.charts; nothing here touches torch.
 """
 
 from __future__ import annotations
@@ -8,18 +8,29 @@ from __future__ import annotations
 import html
 import json
 import os
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from dataclasses import fields
 
 import streamlit as st
 
+from specdec.config import SamplingConfig, Settings, ui_range
 from specdec.errors import SpecDecError
-from specdec.generation import Settings
-from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
-from specdec.pair import NGRAM, ModelPair, default_drafter
-from specdec.sampling import SamplingConfig
-from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
+from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
+from specdec.models.pair import NGRAM, ModelPair, default_drafter
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
-READY_PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "ready_prompts.json"
+READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
+CHART_CONFIG = {"displayModeBar": False}  # every chart: no Plotly toolbar over a teaching figure
+
+# The numeric settings, each from the config dataclass that defines its default and range.
+NUMERIC_SETTINGS = {"gamma": Settings, "temperature": SamplingConfig, "top_k": SamplingConfig,
+                    "top_p": SamplingConfig, "seed": Settings, "max_new_tokens": Settings}  # fmt: skip
+LIMITS = {name: ui_range(config, name) for name, config in NUMERIC_SETTINGS.items()}
+
+
+def _config_default(config, name: str):
+    return next(f.default for f in fields(config) if f.name == name)
+
 
 # Sidebar settings: session-state key -> (URL parameter, type, default). Defaults read from the
 # environment are read when a session starts (so tests can point the app at other models).
@@ -27,16 +38,10 @@ SETTINGS = {
     "target": ("target", str, lambda: os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
     "drafter": ("drafter", str, lambda: os.environ.get("SPECDEC_DRAFTER")
                 or default_drafter(os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET))),
-    "gamma": ("gamma", int, lambda: 4),
-    "temperature": ("temperature", float, lambda: 1.0),
-    "top_k": ("top_k", int, lambda: 0),
-    "top_p": ("top_p", float, lambda: 1.0),
-    "seed": ("seed", int, lambda: 0),
-    "max_new_tokens": ("max_new_tokens", int, lambda: 48),
+    **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
+       for name, config in NUMERIC_SETTINGS.items()},
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
-}
-LIMITS = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_k": (0, 1000), "top_p": (0.05, 1.0),
-          "seed": (0, 2**31 - 1), "max_new_tokens": (1, 256)}  # fmt: skip
+}  # fmt: skip
 
 ORIGIN_STYLE = {
     ACCEPTED: "background:#c8e6c9;border-color:#2e7d32",
@@ -182,11 +187,18 @@ def require_pair() -> ModelPair:
     return pair
 
 
-def require_prompt(pair: ModelPair, prompt: str) -> tuple[Settings, list[int]]:
-    """The sidebar's settings and the prompt's token ids, or the page stops with the reason shown."""
+def require_prompt(
+    pair: ModelPair, prompt: str, chat: bool | None = None, new_tokens: int | None = None
+) -> tuple[Settings, list[int]]:
+    """The sidebar's settings and the prompt's token ids, or the page stops with the reason shown.
+
+    `chat` and `new_tokens` (room left after the prompt) default to the sidebar's.
+    """
     try:
         settings = current_settings()
-        return settings, pair.encode_prompt(prompt, bool(st.session_state["chat"]), settings.max_new_tokens)
+        chat = bool(st.session_state["chat"]) if chat is None else chat
+        room = settings.max_new_tokens if new_tokens is None else new_tokens
+        return settings, pair.encode_prompt(prompt, chat, room)
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
         st.stop()
@@ -208,6 +220,34 @@ def run_stop_buttons(label: str, run_key: str, stop_key: str, stop_flag: str) ->
     if clicked:
         st.session_state[stop_flag] = False
     return clicked
+
+
+def chart(figure, key: str | None = None, container=st) -> None:
+    """A Plotly figure with the app's one chart configuration."""
+    container.plotly_chart(figure, config=CHART_CONFIG, key=key)
+
+
+def run_with_progress(
+    steps: Iterator, total: int, describe: Callable[[object], str], stop_flag: str,
+    save: Callable[[list, bool], None],
+) -> list:  # fmt: skip
+    """Drive a long measurement with a progress bar, saving what it has after every step.
+
+    `save(items, finished)` is called after each step, so a Stop (which reruns the page) keeps the
+    work done so far; the stop flag is also checked between steps. Returns the items produced.
+    """
+    progress = st.progress(0.0, text="starting…")
+    items: list = []
+    for item in steps:
+        items.append(item)
+        save(items, False)
+        progress.progress(min(len(items) / max(total, 1), 1.0), text=describe(item))
+        if st.session_state.get(stop_flag):
+            break
+    else:
+        save(items, True)
+    progress.empty()
+    return items
 
 
 def current_settings() -> Settings:

@@ -1,11 +1,12 @@
 """specdec: speculative decoding with a real draft/target pair, built to be looked at.
 
-The engine, in reading order:
-    sampling.py     the warp (temperature, top-k, top-p) shared by both models
-    acceptance.py   the acceptance rule, a pure function over tensors
-    drafters.py     who proposes tokens: a draft model, or n-gram prompt lookup
-    rounds.py       the round loop: draft, verify in one pass, accept, roll back caches
-    metrics.py      acceptance, tokens per pass, the paper's expected speed-up
-and around it: models.py and pair.py (loading), generation.py (one run), bench.py, cli.py.
-No Streamlit in here.
+The package, layer by layer (each imports only from the layers above it in this list):
+    errors.py, paths.py, config.py   one exception type; bundled names; every default and limit
+    core/       the lesson: sampling warp, acceptance rule, records, cached model, drafters, round loop,
+                metrics and the expected speed-up
+    models/     loading a target and its drafter, checking that they pair, and running them
+    lab/        what the app measures and draws: stepped runs, races, samples, charts
+    training/   distilling the bundled target's draft model
+    cli/        `python -m specdec ...`: generate, bench, train-draft, eval-draft
+No Streamlit in here: the app (app.py, app_pages/) calls lab/ and models/.
 """

@@ -38,6 +38,6 @@ def tiny_pair_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bundled_pair():
-    from specdec.pair import ModelPair
+    from specdec.models.pair import ModelPair
 
     return ModelPair.load()

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from specdec.acceptance import greedy_accept, residual_distribution, speculative_accept
+from specdec.core.acceptance import greedy_accept, residual_distribution, speculative_accept
 
 
 def emitted_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:

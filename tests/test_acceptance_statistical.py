@@ -8,8 +8,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specdec.acceptance import speculative_accept
-from specdec.sampling import SamplingConfig, warp_probs
+from specdec.config import SamplingConfig
+from specdec.core.acceptance import speculative_accept
+from specdec.core.sampling import warp_probs
 
 ROUNDS = 4000
 P_VALUE_FLOOR = 1e-3

@@ -121,7 +121,7 @@ def test_bad_input_shows_a_message_not_a_traceback(tiny_pair_dirs, state, messag
 
 
 def test_untrusted_text_is_escaped(tiny_pair_dirs, monkeypatch):
-    from specdec.stepper import Stepper
+    from specdec.lab.stepper import Stepper
 
     monkeypatch.setattr(Stepper, "label", lambda self, token_id: XSS)
     at = make_app(tiny_pair_dirs, ROUNDS, prompt=XSS, drafter="ngram")

@@ -30,7 +30,10 @@ CHROMIUM_ARGS = [
 STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
 
 pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium")
+pytestmark = [
+    pytest.mark.slow,  # a real server and a real browser
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
+]
 
 
 def free_port() -> int:
@@ -190,10 +193,9 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
 
 def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: bool) -> dict[str, int]:
     """Replay the run outside the browser (same seed, same rounds) to find rounds worth a picture."""
-    from specdec.generation import Settings
-    from specdec.pair import ModelPair
-    from specdec.sampling import SamplingConfig
-    from specdec.stepper import Stepper
+    from specdec.config import SamplingConfig, Settings
+    from specdec.lab.stepper import Stepper
+    from specdec.models.pair import ModelPair
 
     pair = ModelPair.load(target, drafter)
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
@@ -203,11 +205,11 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
         pass
     found = {}
     for trace in stepper.traces:
-        if trace.gamma and not trace.is_bonus:
+        if trace.num_drafted and not trace.is_bonus:
             found.setdefault("rejection", trace.index)
             if trace.num_accepted:
                 found.setdefault("partial", trace.index)
-        if trace.gamma and trace.is_bonus:
+        if trace.num_drafted and trace.is_bonus:
             found.setdefault("bonus", trace.index)
     return found
 
@@ -217,7 +219,7 @@ if __name__ == "__main__":  # screenshots for people to look at
     ARTIFACTS.mkdir(exist_ok=True)
     bundled = "--bundled" in sys.argv
     if bundled:
-        from specdec.models import BUNDLED_DRAFT, BUNDLED_TARGET
+        from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
         target, drafter, chat = BUNDLED_TARGET, BUNDLED_DRAFT, True
         params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",

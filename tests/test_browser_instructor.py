@@ -14,12 +14,13 @@ from urllib.parse import urlencode
 import pytest
 from test_browser import ARTIFACTS, CHROMIUM, browser_page, metric, streamlit_server, wait_idle
 
-from specdec.models import BUNDLED_TARGET
+from specdec.paths import BUNDLED_TARGET
 
 pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"
-)
+pytestmark = [
+    pytest.mark.slow,  # the bundled models in a real server and a real browser
+    pytest.mark.skipif(not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"),
+]
 
 SETTINGS = {"gamma": "4", "seed": "0", "temperature": "0.7", "max_new_tokens": "24", "chat": "1",
             "prompt": "Copy this list exactly, then add one more fruit at the end:\n"

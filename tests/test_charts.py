@@ -1,7 +1,7 @@
 """Chart builders on hand-built traces: no model, no Streamlit."""
 
-from specdec import charts
-from specdec.rounds import RoundTrace, ShownDistribution
+from specdec.core.records import RoundTrace, ShownDistribution
+from specdec.lab import charts
 
 LABELS = {1: "␣the", 2: "cat", 3: "<script>alert(1)</script>", 4: "dog"}
 
@@ -78,3 +78,16 @@ def test_acceptance_chart_greedy_has_no_coin():
 def test_duplicate_labels_stay_distinct():
     fig = charts.draft_chart(position(), 1, {1: "x", 2: "x", 3: "x", 4: "y"}, "t")
     assert len(set(fig.data[0].x)) == len(fig.data[0].x)
+
+
+def test_timeline_gives_each_draft_its_fate_and_each_round_its_added_token():
+    rejected = trace(num_accepted=1)  # draft 1 kept, draft 2 rejected, draft 3 never tested
+    bonus = trace(uniforms=(0.0, 0.0, 0.0), num_accepted=3, is_bonus=True)
+    rows = charts.timeline_rows([rejected, bonus], LABELS)
+    fates = [(r["slot"], r["fate"]) for r in rows[:4]]
+    assert fates == [(1, "accepted"), (2, "rejected"), (3, "not tested"), (4, "resampled")]
+    assert [r["fate"] for r in rows[4:]] == ["accepted"] * 3 + ["bonus"]
+    assert rows[2]["token"] == LABELS[3]  # raw text: Vega tooltips show it as text, not HTML
+    spec = charts.timeline_chart([rejected, bonus], LABELS, shown=0).to_dict()
+    assert spec["params"][0]["name"] == charts.TIMELINE_PICK
+    assert spec["params"][0]["select"]["fields"] == ["round"]

@@ -3,12 +3,13 @@
 import ast
 import json
 
+import pytest
 import torch
 
-from specdec.draft_data import Example, label_answers, stdlib_code_blocks, training_prompts
-from specdec.draft_training import (
-    EVAL_PROMPT_SETS,
-    DraftTrainingConfig,
+from specdec.config import DraftTrainingConfig
+from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.training.data import Example, label_answers, stdlib_code_blocks, training_prompts
+from specdec.training.train import (
     build_draft,
     distillation_loss,
     learning_rate_factor,
@@ -18,7 +19,7 @@ from specdec.draft_training import (
 
 def test_evaluation_prompts_are_not_training_prompts():
     train = set(training_prompts())
-    for path in EVAL_PROMPT_SETS.values():
+    for path in HELD_OUT_PROMPT_SETS.values():
         assert not train & set(json.loads(path.read_text())["prompts"])
 
 
@@ -43,6 +44,7 @@ def test_loss_is_lower_when_draft_matches_labels(tiny_target):
     assert distillation_loss(draft, [own]) < distillation_loss(draft, [shuffled])
 
 
+@pytest.mark.slow  # makes data and trains for a few steps
 def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     config = DraftTrainingConfig(layers=1, samples_per_prompt=1, max_new_tokens=6, generation_batch=2,
                                  batch_size=2, minutes=5, max_steps=3, eval_every=2, eval_tokens=4,

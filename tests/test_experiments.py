@@ -4,11 +4,11 @@ import threading
 
 import pytest
 
-from specdec import experiments as ex
-from specdec.generation import Settings
-from specdec.pair import ModelPair
-from specdec.sampling import SamplingConfig
-from specdec.stats import tv_distance
+from specdec.config import SamplingConfig, Settings
+from specdec.lab import guarantee
+from specdec.lab import timing as ex
+from specdec.lab.stats import tv_distance
+from specdec.models.pair import ModelPair
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
@@ -32,7 +32,7 @@ def test_race_interleaves_and_both_finish(pair, prompt_ids):
     # Both lanes moved before either finished: the race interleaves them.
     assert any(0 < s < states[-1][0] and 0 < p < states[-1][1] for s, p in states)
     report = ex.speedup_report(spec, plain)
-    assert report.measured > 0 and report.theoretical > 0 and 0 <= report.alpha <= 1
+    assert report.measured > 0 and report.theory.paper > 0 and 0 <= report.theory.alpha <= 1
 
 
 def test_the_lock_is_released_between_passes(pair, prompt_ids):
@@ -59,18 +59,18 @@ def test_prompt_sets_and_summary(pair):
 def test_sampled_first_tokens_match_the_target(pair, prompt_ids):
     """Same seeds, different algorithms: the two samples differ draw by draw, not in distribution."""
     settings = Settings(gamma=2, sampling=SamplingConfig(1.0, top_k=3), max_new_tokens=1)
-    *_, tally = ex.sample_outcomes(pair, prompt_ids, settings, num_samples=300, num_tokens=1)
+    *_, tally = guarantee.sample_outcomes(pair, prompt_ids, settings, num_samples=300, num_tokens=1)
     assert tally.samples == 300 and tally.drafted > 0
     assert tv_distance(tally.speculative, tally.target) < 0.12
 
 
 def test_greedy_equals_target_only(pair, prompt_ids):
-    check = ex.greedy_check(pair, prompt_ids, Settings(gamma=3, max_new_tokens=16))
+    check = guarantee.greedy_check(pair, prompt_ids, Settings(gamma=3, max_new_tokens=16))
     assert check.first_difference is None and check.speculative == check.target
 
 
-def test_forward_costs(pair, prompt_ids):
-    rows = list(ex.forward_costs(pair, prompt_ids, sizes=(1, 4), repeats=2))
+def test_forward_cost_by_size(pair, prompt_ids):
+    rows = list(ex.forward_cost_by_size(pair, prompt_ids, sizes=(1, 4), repeats=2))
     assert [r["tokens"] for r in rows] == [1, 4] and all(r["seconds"] > 0 for r in rows)
     assert ex.device_name(pair).startswith(("CPU", "GPU"))
 

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from specdec import models
+from specdec.config import SamplingConfig, Settings
 from specdec.errors import SpecDecError
-from specdec.generation import Settings, generate
-from specdec.pair import NGRAM, ModelPair
-from specdec.sampling import SamplingConfig
+from specdec.models import loading as models
+from specdec.models.pair import NGRAM, ModelPair
+from specdec.models.runs import generate
 
 
 def test_local_pair_loads_and_generates(tiny_pair_dirs):

@@ -7,10 +7,11 @@ import torch
 from scipy.stats import chisquare
 from tiny_models import perturbed_copy
 
-from specdec.cached_model import CachedModel, ReducedHead
-from specdec.drafters import ModelDrafter, NgramDrafter
-from specdec.rounds import speculative_rounds, target_only_steps
-from specdec.sampling import SamplingConfig, warp_probs
+from specdec.config import SamplingConfig
+from specdec.core.cached_model import CachedModel, ReducedHead
+from specdec.core.drafters import ModelDrafter, NgramDrafter
+from specdec.core.rounds import speculative_rounds, target_only_steps
+from specdec.core.sampling import warp_probs
 
 PROMPT = [5, 17, 42, 8, 99, 3]
 
@@ -39,7 +40,7 @@ def emitted(traces):
 @pytest.mark.parametrize("sampling", [SamplingConfig(temperature=0), SamplingConfig(temperature=1)], ids=str)
 def test_draft_equal_to_target_accepts_every_token(tiny_target, vocab, sampling):
     traces, _ = run(tiny_target, ModelDrafter(tiny_target, vocab), vocab, sampling)
-    assert all(t.num_accepted == t.gamma for t in traces)
+    assert all(t.num_accepted == t.num_drafted for t in traces)
     assert all(t.is_bonus for t in traces)
 
 
@@ -54,7 +55,7 @@ def test_greedy_speculative_equals_greedy_target_only(tiny_target, tiny_draft, v
     # Not a vacuous pass: drafts were accepted, and (for the model) some rejected along the way.
     assert sum(t.num_accepted for t in traces) > 0
     if drafter_kind == "model":
-        assert sum(t.num_accepted for t in traces) < sum(t.gamma for t in traces)
+        assert sum(t.num_accepted for t in traces) < sum(t.num_drafted for t in traces)
 
 
 def test_caches_are_rolled_back_to_the_sequence(tiny_target, tiny_draft, vocab):
@@ -68,10 +69,10 @@ def test_caches_are_rolled_back_to_the_sequence(tiny_target, tiny_draft, vocab):
         length += len(trace.emitted_tokens)
         assert target.cache_length == length - 1  # all but the newest token, fed next round
         # The draft never saw its own last draft; after a full accept it is one token further behind.
-        behind = 2 if trace.num_accepted == trace.gamma else 1
+        behind = 2 if trace.num_accepted == trace.num_drafted else 1
         assert drafter.cached.cache_length == length - behind
-        saw_full_accept |= trace.num_accepted == trace.gamma
-        saw_rejection |= trace.num_accepted < trace.gamma
+        saw_full_accept |= trace.num_accepted == trace.num_drafted
+        saw_rejection |= trace.num_accepted < trace.num_drafted
     assert saw_full_accept and saw_rejection
 
 
@@ -105,7 +106,7 @@ def test_stop_token_ends_the_run_and_is_kept(tiny_target, vocab):
 def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
     traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(), seed=5)
     for t in traces:
-        assert len(t.positions) == t.gamma + 1 and len(t.uniforms) == t.gamma
+        assert len(t.positions) == t.num_drafted + 1 and len(t.uniforms) == t.num_drafted
         for i, x in enumerate(t.drafted_tokens):
             assert x in t.positions[i].token_ids  # the drafted token is always shown
             ratio = t.target_token_probs[i] / t.draft_token_probs[i]

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
+from specdec.config import SamplingConfig
+from specdec.core.sampling import sample, warp_probs
 from specdec.errors import SpecDecError
-from specdec.sampling import SamplingConfig, sample, warp_probs
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
 

@@ -1,11 +1,15 @@
 """The draft trained by `python -m specdec train-draft` and shipped in assets/draft/."""
 
+import pytest
 import torch
 
-from specdec.cached_model import CachedModel
-from specdec.models import BUNDLED_DRAFT, SHIPPED_DRAFT
-from specdec.pair import default_drafter
-from specdec.sampling import SamplingConfig
+from specdec.config import SamplingConfig, Settings
+from specdec.core.cached_model import CachedModel
+from specdec.models.loading import SHIPPED_DRAFT
+from specdec.models.pair import default_drafter
+from specdec.paths import BUNDLED_DRAFT
+
+pytestmark = pytest.mark.slow  # loads the bundled models
 
 CODE_PROMPT = "Write a Python function that returns the last n lines of a text file."  # not trained on
 AGREEMENT_FLOOR = 0.3  # chance is about 1 in 8192 (the reduced head); measured: 0.60
@@ -20,8 +24,8 @@ def test_shipped_draft_is_the_default_and_shares_the_tokenizer(bundled_pair):
 
 
 def test_greedy_agreement_on_a_code_prompt_is_far_above_chance(bundled_pair):
-    from specdec.draft_data import training_prompts
-    from specdec.generation import Settings, generate
+    from specdec.models.runs import generate
+    from specdec.training.data import training_prompts
 
     assert CODE_PROMPT not in training_prompts()
 

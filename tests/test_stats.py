@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
+from specdec.core.metrics import expected_speedup, expected_tokens_per_pass
 from specdec.errors import SpecDecError
-from specdec.experiments import speedup_model, toy_rule
-from specdec.metrics import expected_tokens_per_pass, theoretical_speedup
-from specdec.stats import chi_square_sf, chi_square_two_sample, tv_distance
+from specdec.lab.guarantee import toy_rule
+from specdec.lab.stats import chi_square_sf, chi_square_two_sample, tv_distance
 
 
 def test_tv_distance_by_hand():
@@ -52,12 +52,11 @@ def test_chi_square_pools_rare_outcomes():
 def test_theoretical_speedup_by_hand():
     # α = 0.8, γ = 4: (1 − 0.8⁵) / 0.2 = 3.3616 tokens per pass; with c = 0.05: / 1.2 = 2.80133.
     assert expected_tokens_per_pass(0.8, 4) == pytest.approx(3.3616)
-    assert theoretical_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2)
+    assert expected_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2)
     assert expected_tokens_per_pass(1.0, 4) == 5.0
-    assert theoretical_speedup(0.0, 3, 0.1) == pytest.approx(1 / 1.3)  # nothing kept: pure overhead
+    assert expected_speedup(0.0, 3, 0.1) == pytest.approx(1 / 1.3)  # nothing kept: pure overhead
     # The hardware version divides by γc + v: v = 1 is the paper's formula.
-    assert speedup_model(0.8, 4, 0.05) == pytest.approx(theoretical_speedup(0.8, 4, 0.05))
-    assert speedup_model(0.8, 4, 0.05, verify_overhead=2.0) == pytest.approx(3.3616 / 2.2)
+    assert expected_speedup(0.8, 4, 0.05, verify_cost=2.0) == pytest.approx(3.3616 / 2.2)
 
 
 def test_toy_rule_output_is_p():
@@ -77,14 +76,15 @@ def test_speedup_report_by_hand():
     v = (0.4 − 0.08)/2/0.1 = 1.6; E[tokens/pass] = 5 (α = 1): paper 5/(0.4 + 1), here 5/(0.4 + 1.6)."""
     from types import SimpleNamespace
 
-    from specdec.experiments import TimedRun, speedup_report
+    from specdec.lab.timing import TimedRun, speedup_report
 
-    trace = SimpleNamespace(gamma=4, num_accepted=4, num_tested=4, emitted_tokens=[1, 2, 3, 4, 5],
+    trace = SimpleNamespace(num_drafted=4, num_accepted=4, num_tested=4, emitted_tokens=[1, 2, 3, 4, 5],
                             draft_seconds=0.04, verify_seconds=0.15)  # fmt: skip
     spec = TimedRun("speculative", [1] * 10, 0.4, [trace, trace], [0.2, 0.2], True)
     plain = TimedRun("target only", [1] * 10, 1.0, [], [0.1] * 10, True)
     report = speedup_report(spec, plain)
-    assert report.measured == pytest.approx(2.5) and report.alpha == pytest.approx(1.0)
-    assert report.cost_ratio == pytest.approx(0.1) and report.verify_overhead == pytest.approx(1.6)
-    assert report.theoretical == pytest.approx(5 / 1.4)
-    assert report.theoretical_on_hardware == pytest.approx(2.5)  # all accepted: theory = measurement
+    theory = report.theory
+    assert report.measured == pytest.approx(2.5) and theory.alpha == pytest.approx(1.0)
+    assert theory.cost_ratio == pytest.approx(0.1) and theory.verify_cost == pytest.approx(1.6)
+    assert theory.paper == pytest.approx(5 / 1.4)
+    assert theory.on_this_machine == pytest.approx(2.5)  # all accepted: theory = measurement

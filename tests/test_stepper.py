@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from specdec.generation import Settings
-from specdec.metrics import summarize
-from specdec.pair import ModelPair
-from specdec.sampling import SamplingConfig
-from specdec.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper, token_label, visible_text
+from specdec.config import SamplingConfig, Settings
+from specdec.core.metrics import summarize
+from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper
+from specdec.lab.tokens import token_label, visible_text
+from specdec.models.pair import ModelPair
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
@@ -43,6 +43,17 @@ def test_step_back_and_forward_replays_the_same_round(pair):
     assert stepper.current is first and stepper.counters().rounds == 1
     assert stepper.step() is second  # replayed, not recomputed
     assert len(stepper.traces) == 2
+
+
+def test_show_round_jumps_to_a_computed_round_without_running_models(pair):
+    stepper = make(pair)
+    traces = [stepper.step() for _ in range(3)]
+    stepper.show_round(0)
+    assert stepper.current is traces[0] and stepper.counters().rounds == 1
+    stepper.show_round(7)  # not computed: ignored
+    assert stepper.current is traces[0]
+    assert stepper.step() is traces[1] and len(stepper.traces) == 3  # replayed, not recomputed
+    assert set(stepper.labels_for_all()) >= {t for trace in traces for t in trace.emitted_tokens}
 
 
 def test_same_seed_same_rounds_and_reset_replays(pair):

@@ -9,16 +9,13 @@ import sys
 import torch
 from tqdm import tqdm
 
-from specdec.bench import format_bench_table, load_prompt_sets, run_bench_sets
+from specdec.cli.arguments import config_from_args, settings_from_args
+from specdec.cli.bench import format_bench_table, load_prompt_sets, run_bench_sets
+from specdec.config import DraftTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.generation import Settings, generate
-from specdec.pair import ModelPair
-from specdec.sampling import SamplingConfig
-
-
-def settings_from(args: argparse.Namespace, seed_offset: int = 0) -> Settings:
-    sampling = SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    return Settings(args.gamma, sampling, args.max_new_tokens, args.seed + seed_offset)
+from specdec.models.pair import ModelPair
+from specdec.models.runs import generate
+from specdec.paths import BUNDLED_TARGET
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
@@ -43,13 +40,13 @@ def _summary_line(metrics: dict, speculative: bool) -> str:
 def run_generate(args: argparse.Namespace, prompt: str) -> None:
     if args.num_samples < 1:
         raise SpecDecError(f"num-samples must be >= 1, got {args.num_samples}")
-    settings = settings_from(args)  # validates the numbers before any model loads
+    settings = settings_from_args(args)  # validates the numbers before any model loads
     pair = load_pair(args)
     prompt_ids = pair.encode_prompt(prompt, args.chat, settings.max_new_tokens)
     if not args.json:
         describe_pair(pair)
     for sample_index in range(args.num_samples):
-        settings = settings_from(args, seed_offset=sample_index)
+        settings = settings_from_args(args, seed_offset=sample_index)
         with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,
                   disable=args.json or None, leave=False) as progress:
             try:
@@ -68,7 +65,7 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> None:
-    settings = settings_from(args)
+    settings = settings_from_args(args)
     prompt_sets = load_prompt_sets(args.prompt_set)
     pair = load_pair(args)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
@@ -83,16 +80,10 @@ def run_bench(args: argparse.Namespace) -> None:
 
 
 def run_train_draft(args: argparse.Namespace) -> None:
-    from specdec.draft_training import DraftTrainingConfig, train_draft
-    from specdec.models import BUNDLED_TARGET, load_model
+    from specdec.models.loading import load_model
+    from specdec.training.train import train_draft
 
-    config = DraftTrainingConfig(
-        layers=args.layers, samples_per_prompt=args.samples_per_prompt,
-        max_new_tokens=args.max_new_tokens, generation_batch=args.generation_batch,
-        batch_size=args.batch_size, learning_rate=args.learning_rate, minutes=args.minutes,
-        max_steps=args.max_steps, eval_every=args.eval_every, eval_tokens=args.eval_tokens,
-        max_shards=args.max_shards, stdlib_blocks=args.stdlib_blocks,
-    )
+    config = config_from_args(DraftTrainingConfig, args)
     target = load_model(BUNDLED_TARGET, fast=True)  # the teacher: its bf16 labels are as good, made faster
     if target.device.type != "cpu":
         print(f"training on {target.device.type}", file=sys.stderr)
@@ -102,7 +93,7 @@ def run_train_draft(args: argparse.Namespace) -> None:
 
 
 def run_eval_draft(args: argparse.Namespace) -> None:
-    from specdec.draft_eval import draft_figures, format_figures
+    from specdec.training.evaluate import draft_figures, format_figures
 
     pair = ModelPair.load(args.target_model, args.draft_model)
     figures = draft_figures(pair, args.eval_tokens)

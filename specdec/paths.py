@@ -1,4 +1,4 @@
-"""Names of the bundled models and assets (here, so the CLI can show them without importing torch)."""
+"""Names of the bundled models and where the assets are (no torch here, so the CLI can show them fast)."""
 
 from pathlib import Path
 

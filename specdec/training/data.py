@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from specdec.models import LoadedModel
+from specdec.models.loading import LoadedModel
 
 CODE_TASKS = [
     "reverses a linked list", "merges two sorted lists", "counts the vowels in a string",

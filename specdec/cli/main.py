@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from specdec.cli.arguments import add_config_arguments, add_settings_arguments
+from specdec.config import DraftTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.names import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 EXIT_BAD_INPUT = 2
 
@@ -27,13 +29,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
 
 
-def _add_sampling_arguments(parser: argparse.ArgumentParser, chat_default: bool) -> None:
-    parser.add_argument("--gamma", type=int, default=4, help="drafted tokens per round (default 4)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1)")
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
-    parser.add_argument("--top-p", type=float, default=1.0, help="1 = off (default)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
+def _add_run_arguments(parser: argparse.ArgumentParser, chat_default: bool) -> None:
+    add_settings_arguments(parser)
     parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=chat_default,
                         help="wrap the prompt in the target's chat template")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -48,14 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--prompt")
     prompt.add_argument("--prompt-file", type=Path)
     _add_model_arguments(generate)
-    _add_sampling_arguments(generate, chat_default=False)
+    _add_run_arguments(generate, chat_default=False)
     generate.add_argument("--num-samples", type=int, default=1,
                           help="independent samples, seeds seed, seed+1, ...")
     generate.add_argument("--no-speculation", action="store_true", help="target-only decoding")
 
     bench = commands.add_parser("bench", help="speculative vs target-only vs Hugging Face, side by side")
     _add_model_arguments(bench)
-    _add_sampling_arguments(bench, chat_default=True)
+    _add_run_arguments(bench, chat_default=True)
     bench.add_argument("--prompt-set", action="append", type=Path,
                        help="a JSON prompt set (default: assets/prompts/code.json and prose.json)")
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
@@ -65,24 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),
                        help="data shards, evaluation set and checkpoints (resumable)")
     train.add_argument("--output", type=Path, default=Path("assets/draft"))
-    train.add_argument("--minutes", type=float, default=60.0, help="training time budget")
-    train.add_argument("--layers", type=int, default=2)
-    train.add_argument("--samples-per-prompt", type=int, default=2, help="answers per training prompt")
-    train.add_argument("--max-new-tokens", type=int, default=192, help="answer length while making data")
-    train.add_argument("--batch-size", type=int, default=8)
-    train.add_argument("--learning-rate", type=float, default=1e-3)
-    train.add_argument("--eval-every", type=int, default=100)
-    train.add_argument("--max-steps", type=int, default=100_000)
-    train.add_argument("--max-shards", type=int, default=0, help="use only N data shards (0 = all)")
-    train.add_argument("--generation-batch", type=int, default=32)
-    train.add_argument("--stdlib-blocks", type=int, default=1600,
-                       help="standard-library functions/classes the target reads as extra data (0 = none)")
-    train.add_argument("--eval-tokens", type=int, default=96)
+    add_config_arguments(train, DraftTrainingConfig)
 
     figures = commands.add_parser("eval-draft", help="a draft's cost ratio and match on held-out prompts")
     figures.add_argument("--target-model", default=BUNDLED_TARGET)
     figures.add_argument("--draft-model", default=BUNDLED_DRAFT)
-    figures.add_argument("--eval-tokens", type=int, default=96)
+    add_config_arguments(figures, DraftTrainingConfig, only=("eval_tokens",))
     figures.add_argument("--json", action="store_true")
     return parser
 
@@ -100,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         # Imported here so `--help` and argument errors answer without loading torch.
-        from specdec import commands
+        from specdec.cli import commands
 
         if args.command == "generate":
             commands.run_generate(args, _read_prompt(args))

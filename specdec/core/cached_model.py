@@ -1,4 +1,4 @@
-"""A model plus one session's KV cache: the only place the engine runs a forward pass.
+"""A model plus one run's KV cache: the only place the engine runs a forward pass.
 
 The weights are shared (loaded once per process); the cache belongs to one run. Both the target and
 a model drafter use this class, and so does target-only decoding, so every timing compares like

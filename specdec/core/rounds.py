@@ -8,67 +8,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 
 import torch
 
-from specdec.acceptance import Verdict, greedy_accept, speculative_accept
-from specdec.cached_model import CachedModel
-from specdec.drafters import Drafter
-from specdec.sampling import SamplingConfig, sample, warp_probs
+from specdec.config import SamplingConfig
+from specdec.core.acceptance import Verdict, greedy_accept, speculative_accept
+from specdec.core.cached_model import CachedModel
+from specdec.core.drafters import Drafter
+from specdec.core.records import RoundTrace, ShownDistribution, TargetStep
+from specdec.core.sampling import sample, warp_probs
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
-
-
-@dataclass(frozen=True)
-class ShownDistribution:
-    """A distribution cut down to the tokens worth showing: top tokens of p, q, residual and x."""
-
-    token_ids: list[int]
-    target_probs: list[float]  # p at those tokens
-    draft_probs: list[float] | None  # q at those tokens (None at position k+1, where nothing was drafted)
-    residual_probs: list[float] | None  # norm(max(0, p - q)) there, only at the first rejection
-
-
-@dataclass(frozen=True)
-class RoundTrace:
-    """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
-
-    index: int
-    context_length: int  # tokens in the sequence before this round
-    drafted_tokens: list[int]
-    positions: list[ShownDistribution]  # k + 1 entries: one per drafted token, plus the bonus slot
-    draft_token_probs: list[float]  # q_i(x_i)
-    target_token_probs: list[float]  # p_i(x_i)
-    accept_probs: list[float]  # min(1, p/q); greedy: 1 if x_i is the target's argmax, else 0
-    uniforms: list[float] | None  # the coin flips; None in greedy mode
-    num_accepted: int
-    next_token: int  # resampled from the residual, or the bonus from p_{k+1}
-    is_bonus: bool
-    emitted_tokens: list[int]  # accepted drafts + next_token (cut after an end-of-sequence token)
-    draft_seconds: float
-    verify_seconds: float  # the target's forward pass over k + 1 positions
-
-    @property
-    def gamma(self) -> int:
-        return len(self.drafted_tokens)
-
-    @property
-    def num_tested(self) -> int:
-        """Drafted positions that faced the test: up to and including the first rejection."""
-        return min(self.num_accepted + 1, self.gamma)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class TargetStep:
-    """One step of plain decoding: one target pass, one token."""
-
-    index: int
-    token: int
-    seconds: float
 
 
 def _top_ids(probs: torch.Tensor, count: int) -> set[int]:

@@ -13,8 +13,9 @@ from typing import Protocol
 import torch
 from transformers import PreTrainedModel
 
-from specdec.cached_model import CachedModel, ReducedHead
-from specdec.sampling import SamplingConfig, sample, warp_probs
+from specdec.config import SamplingConfig
+from specdec.core.cached_model import CachedModel, ReducedHead
+from specdec.core.sampling import sample, warp_probs
 
 
 @dataclass(frozen=True)

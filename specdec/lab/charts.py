@@ -1,4 +1,5 @@
-"""Pure chart builders: a round trace (or one position of it) -> a Plotly figure. No Streamlit here.
+"""Pure chart builders: records in, figures out (Plotly, and Altair for the clickable timeline).
+No Streamlit here.
 
 Notation as in the paper: q is the draft's distribution, p the target's, both after the same warp.
 Token labels come in as a {token id: label} mapping; they are untrusted text, and Plotly reads a
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import html
 
+import altair as alt
 import plotly.graph_objects as go
 
-from specdec.rounds import RoundTrace, ShownDistribution
+from specdec.core.metrics import SpeedupTheory, expected_speedup
+from specdec.core.records import RoundTrace, ShownDistribution
 
 P_COLOR, Q_COLOR, RESIDUAL_COLOR = "#1e88e5", "#8e24aa", "#ef6c00"
 ACCEPT_COLOR, REJECT_COLOR, BONUS_COLOR, MUTED_COLOR = "#2e7d32", "#c62828", "#1565c0", "#bdbdbd"
@@ -111,7 +114,7 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
     u below the ratio = accept. Positions after the first rejection were never tested (grey).
     In greedy mode there is no coin: the zone is all (argmax match) or nothing, and no u is drawn.
     """
-    k = trace.gamma
+    k = trace.num_drafted
     rows = [f"{i + 1}. {name}" for i, name in enumerate(_names(trace.drafted_tokens, labels))]
     fig = go.Figure()
     greedy = trace.uniforms is None
@@ -224,32 +227,29 @@ def accepted_length_chart(histogram: list[int]) -> go.Figure:
     return _layout(fig, "Accepted length per round")
 
 
-def speedup_curve_chart(
-    gamma: float, cost_ratio: float, verify_overhead: float, alpha: float, measured: float
-) -> go.Figure:
-    """The expected speed-up over α (paper: γc + 1; this machine: γc + v), with the measured point."""
-    from specdec.experiments import speedup_model
-
+def speedup_curve_chart(theory: SpeedupTheory, measured: float) -> go.Figure:
+    """The expected speed-up over α (paper: v = 1; this machine: the measured v), with the measured point."""
     alphas = [i / 100 for i in range(101)]
+    lengths, c, v = theory.draft_lengths, theory.cost_ratio, theory.verify_cost
     fig = go.Figure()
     fig.add_scatter(
         x=alphas,
-        y=[speedup_model(a, gamma, cost_ratio) for a in alphas],
+        y=[expected_speedup(a, lengths, c) for a in alphas],
         mode="lines",
-        name="paper: E[tokens/pass] / (γc + 1)",
+        name="paper: E[tokens/pass] / (k̄c + 1)",
         line={"color": THEORY_COLOR, "dash": "dash"},
         hovertemplate="α=%{x:.2f}: %{y:.2f}x<extra></extra>",
     )
     fig.add_scatter(
         x=alphas,
-        y=[speedup_model(a, gamma, cost_ratio, verify_overhead) for a in alphas],
+        y=[expected_speedup(a, lengths, c, v) for a in alphas],
         mode="lines",
-        name=f"this machine: / (γc + v), v = {verify_overhead:.2f}",
+        name=f"this machine: / (k̄c + v), v = {v:.2f}",
         line={"color": THEORY_COLOR},
         hovertemplate="α=%{x:.2f}: %{y:.2f}x<extra></extra>",
     )
     fig.add_scatter(
-        x=[alpha],
+        x=[theory.alpha],
         y=[measured],
         mode="markers+text",
         name="measured",
@@ -261,7 +261,7 @@ def speedup_curve_chart(
     fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
     fig.update_xaxes(title_text="α (per-token acceptance probability)", range=[0, 1], gridcolor="#eeeeee")
     fig.update_yaxes(title_text="speed-up (x)")
-    title = f"Speed-up vs α at γ = {gamma:.1f}, c = {cost_ratio:.3f}"
+    title = f"Speed-up vs α at k̄ = {theory.mean_drafted:.1f} drafts per round, c = {c:.3f}"
     return _layout(fig, title, height=340)
 
 
@@ -425,3 +425,51 @@ def drafter_chart(rows: list[dict]) -> go.Figure:
     fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
     fig.update_layout(barmode="group")
     return _layout(fig, "Drafters on the same prompt and settings", height=300)
+
+
+# -- the run's timeline (Altair: a small declarative chart with a click selection) -------------
+
+TIMELINE_COLORS = {"accepted": ACCEPT_COLOR, "rejected": REJECT_COLOR, "not tested": "#e0e0e0",
+                   "resampled": RESIDUAL_COLOR, "bonus": BONUS_COLOR}  # fmt: skip
+TIMELINE_PICK = "pick"  # the selection's name: a click on a round selects {"round": n}
+
+
+def timeline_rows(traces: list[RoundTrace], labels: dict[int, str]) -> list[dict]:
+    """One cell per drafted token and one for the token each round adds, with its fate."""
+    rows = []
+    for trace in traces:
+        for i, token in enumerate(trace.drafted_tokens):
+            fate = "accepted" if i < trace.num_accepted else "rejected" if i < trace.num_tested else (
+                "not tested"
+            )  # fmt: skip
+            rows.append({"round": trace.index + 1, "slot": i + 1, "fate": fate,
+                         "token": labels.get(token, "")})  # fmt: skip
+        rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 1,
+                     "fate": "bonus" if trace.is_bonus else "resampled",
+                     "token": labels.get(trace.next_token, "")})  # fmt: skip
+    return rows
+
+
+def timeline_chart(traces: list[RoundTrace], labels: dict[int, str], shown: int) -> alt.Chart:
+    """Every round so far as a column of cells (drafts, then the added token); the shown round outlined.
+
+    Clicking a column selects its round (TIMELINE_PICK). Token labels appear only in the tooltip,
+    which Vega renders as text, not HTML.
+    """
+    pick = alt.selection_point(name=TIMELINE_PICK, fields=["round"], on="click", clear=False)
+    fates = list(TIMELINE_COLORS)
+    return (
+        alt.Chart(alt.Data(values=timeline_rows(traces, labels)))
+        .mark_rect(cornerRadius=2, stroke=HIGHLIGHT_LINE)
+        .encode(
+            x=alt.X("round:O", title="round (click one to show it)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("slot:O", title=None, axis=None),
+            color=alt.Color("fate:N", scale=alt.Scale(domain=fates, range=list(TIMELINE_COLORS.values())),
+                            legend=alt.Legend(orient="right", title=None)),
+            strokeWidth=alt.condition(f"datum.round == {shown + 1}", alt.value(2.5), alt.value(0)),
+            tooltip=[alt.Tooltip("round:O"), alt.Tooltip("slot:O", title="position"),
+                     alt.Tooltip("token:N"), alt.Tooltip("fate:N")],
+        )
+        .add_params(pick)
+        .properties(height=150)
+    )  # fmt: skip

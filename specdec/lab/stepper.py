@@ -9,66 +9,19 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
 
-from specdec.generation import Settings, rounds
-from specdec.metrics import summarize
-from specdec.pair import ModelPair
-from specdec.rounds import RoundTrace
-
-MODEL_LOCK = threading.Lock()  # one model call at a time across all sessions of this process
+from specdec.config import Settings
+from specdec.core.metrics import summarize
+from specdec.core.records import RoundTrace
+from specdec.lab.lock import MODEL_LOCK
+from specdec.lab.tokens import token_label
+from specdec.models.pair import ModelPair
+from specdec.models.runs import rounds
 
 # Where an emitted token came from (the output line is coloured by this).
 ACCEPTED, RESAMPLED, BONUS = "accepted", "resampled", "bonus"
-
-_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-_BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
-
-
-@lru_cache(maxsize=1)
-def _byte_level_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, reversed: printable stand-in character -> the byte it encodes."""
-    printable = list(range(ord("!"), ord("~") + 1))
-    printable += list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = [], 0
-    for byte in range(256):
-        if byte in printable:
-            chars.append(byte)
-        else:
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(code): byte for byte, code in zip(range(256), chars, strict=True)}
-
-
-def visible_text(text: str) -> str:
-    """Whitespace made visible: spaces ␣, newlines ↵, tabs ⇥; other control characters as <0xNN>."""
-    out = []
-    for char in text:
-        if char in _VISIBLE:
-            out.append(_VISIBLE[char])
-        elif ord(char) < 32 or ord(char) == 127:
-            out.append(f"<0x{ord(char):02X}>")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def token_label(pair: ModelPair, token_id: int) -> str:
-    """A token as a reader can see it: whitespace visible, incomplete UTF-8 pieces as <0xNN> bytes."""
-    text = pair.token_text(token_id)
-    if "\ufffd" not in text and text:
-        return visible_text(text)
-    raw = pair.target.tokenizer.convert_ids_to_tokens(token_id) or ""
-    if _BYTE_TOKEN.match(raw):  # SentencePiece byte-fallback tokens are already named <0xNN>
-        return raw.upper().replace("0X", "0x")
-    table = _byte_level_decoder()
-    if raw and all(char in table for char in raw):  # byte-level BPE: every character is one byte
-        return "".join(f"<0x{table[char]:02X}>" for char in raw)
-    return visible_text(text) or f"<id {token_id}>"
-
 
 @dataclass(frozen=True)
 class Counters:
@@ -154,6 +107,16 @@ class Stepper:
     def back(self) -> None:
         self.shown = max(-1, self.shown - 1)
 
+    def show_round(self, index: int) -> None:
+        """Jump to a round already computed (the timeline's click), as Back does, without running anything."""
+        if 0 <= index < len(self.traces):
+            self.shown = index
+
+    def labels_for_all(self) -> dict[int, str]:
+        """Labels of every drafted and added token so far (the timeline's tooltips)."""
+        ids = {t for trace in self.traces for t in (*trace.drafted_tokens, trace.next_token)}
+        return {token_id: self.label(token_id) for token_id in ids}
+
     # -- what the page shows ------------------------------------------------------------------
 
     def label(self, token_id: int) -> str:
@@ -216,7 +179,7 @@ class Stepper:
             "target": self.pair.target.name,
             "drafter": self.pair.drafter_name,
             "settings": {
-                "gamma": self.settings.gamma,
+                "gamma": self.settings.gamma,  # the cap; each round's k is its len(drafted_tokens)
                 "temperature": sampling.temperature,
                 "top_k": sampling.top_k,
                 "top_p": sampling.top_p,
@@ -241,7 +204,7 @@ class Stepper:
         for t in self.traces:
             writer.writerow([
                 t.index + 1, t.context_length, " ".join(self.label(x) for x in t.drafted_tokens),
-                t.gamma, t.num_accepted, self.label(t.next_token), BONUS if t.is_bonus else RESAMPLED,
+                t.num_drafted, t.num_accepted, self.label(t.next_token), BONUS if t.is_bonus else RESAMPLED,
                 " ".join(self.label(x) for x in t.emitted_tokens),
                 " ".join(f"{a:.4f}" for a in t.accept_probs),
                 "" if t.uniforms is None else " ".join(f"{u:.4f}" for u in t.uniforms),

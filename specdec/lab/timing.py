@@ -1,4 +1,4 @@
-"""The measurements behind the instructor pages, with no Streamlit: races, sweeps, samples, timings.
+"""Timed runs for the instructor pages, with no Streamlit: races, γ sweeps, prompt sets, pass costs.
 
 Every function that runs the models advances them one pass at a time under `lock` (the process-wide
 model lock by default) and releases it in between, so other sessions interleave; long work is a
@@ -8,21 +8,22 @@ another session is never counted as compute.
 
 from __future__ import annotations
 
+import math
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from statistics import median
 
 import torch
 
-from specdec.cached_model import CachedModel
+from specdec.config import Settings
+from specdec.core.cached_model import CachedModel
+from specdec.core.metrics import RunMetrics, SpeedupTheory, speedup_theory, summarize
+from specdec.core.records import RoundTrace
 from specdec.errors import SpecDecError
-from specdec.generation import Settings, rounds, target_steps
-from specdec.metrics import RunMetrics, expected_tokens_per_pass, summarize
-from specdec.pair import ModelPair
-from specdec.rounds import RoundTrace
-from specdec.stepper import MODEL_LOCK
+from specdec.lab.lock import MODEL_LOCK
+from specdec.models.pair import ModelPair
+from specdec.models.runs import rounds, target_steps
 
 SPECULATIVE, TARGET = "speculative", "target only"
 
@@ -112,46 +113,53 @@ def race(pair, prompt_ids, settings, lock=MODEL_LOCK) -> Iterator[tuple[TimedRun
         yield spec, plain
 
 
+def race_points(run: TimedRun) -> list[tuple[float, int]]:
+    """(compute seconds, tokens) after each pass of a run, from (0, 0)."""
+    points, seconds, tokens = [(0.0, 0)], 0.0, 0
+    per_pass = [len(t.emitted_tokens) for t in run.traces] if run.traces else [1] * len(run.pass_seconds)
+    for pass_seconds, count in zip(run.pass_seconds, per_pass, strict=False):
+        seconds += pass_seconds
+        tokens += count
+        points.append((seconds, tokens))
+    return points
+
+
+def cumulative_speedup(spec: TimedRun, plain: TimedRun) -> list[tuple[int, float]]:
+    """After each speculative round: (its tokens so far, its tokens/s so far over target-only's tokens/s
+    in the same compute time)."""
+    points, spec_tokens, spec_time = [], 0, 0.0
+    for trace, seconds in zip(spec.traces, spec.pass_seconds, strict=False):
+        spec_tokens += len(trace.emitted_tokens)
+        spec_time += seconds
+        elapsed, count = 0.0, 0
+        for step in plain.pass_seconds:  # target-only tokens produced within the same compute time
+            if elapsed + step > spec_time:
+                break
+            elapsed += step
+            count += 1
+        plain_rate = count / elapsed if count else plain.tokens_per_second
+        if plain_rate:
+            points.append((spec_tokens, (spec_tokens / spec_time) / plain_rate))
+    return points
+
+
 @dataclass(frozen=True)
 class SpeedupReport:
-    measured: float  # speculative tokens/s over target-only tokens/s
-    alpha: float
-    gamma: float  # tokens drafted per round, on average
-    cost_ratio: float  # c: one drafted token's time / one plain decoding step
-    verify_overhead: float  # v: a round's cost besides drafting / one plain step (1 in the paper)
-    theoretical: float  # the paper: E[tokens per pass] / (γc + 1)
-    theoretical_on_hardware: float  # the same with this machine's verification cost: / (γc + v)
+    measured: float  # speculative tokens/s over target-only tokens/s, on the same clock
     tokens_per_pass: float
-
-
-def speedup_model(alpha: float, gamma: float, cost_ratio: float, verify_overhead: float = 1.0) -> float:
-    """Expected speed-up: E[tokens per pass] / (γc + v). v = 1 is the paper's Theorem 3.8."""
-    g = max(int(round(gamma)), 0)
-    return expected_tokens_per_pass(alpha, g) / (gamma * cost_ratio + verify_overhead)
+    theory: SpeedupTheory  # α, c, v and the expected speed-ups, in units of one plain step
 
 
 def speedup_report(spec: TimedRun, plain: TimedRun) -> SpeedupReport | None:
+    """The race's measured speed-up next to the formula's, everything relative to one plain step."""
     m = spec.metrics()
     if m is None or not plain.token_ids or not spec.token_ids:
         return None
-    # Everything relative to one plain decoding step, as the paper does.
-    step = plain.seconds / len(plain.pass_seconds)
-    cost_ratio = (m.draft_seconds / m.drafted) / step if m.drafted else 0.0
-    # v: what a round costs besides drafting (the verification pass and the round's bookkeeping),
-    # measured from the same clock as the speed-up, in plain steps.
-    overhead = (spec.seconds - m.draft_seconds) / m.rounds / step
-    # E[tokens per pass] averaged over the rounds' real draft lengths (an n-gram drafter often
-    # proposes fewer than γ).
-    expected = sum(expected_tokens_per_pass(m.alpha, t.gamma) for t in spec.traces) / m.rounds
+    plain_step = plain.seconds / len(plain.pass_seconds)
     return SpeedupReport(
         measured=spec.tokens_per_second / plain.tokens_per_second if plain.tokens_per_second else 0.0,
-        alpha=m.alpha,
-        gamma=m.mean_drafted,
-        cost_ratio=cost_ratio,
-        verify_overhead=overhead,
-        theoretical=expected / (m.mean_drafted * cost_ratio + 1.0),
-        theoretical_on_hardware=expected / (m.mean_drafted * cost_ratio + overhead),
         tokens_per_pass=m.tokens_per_pass,
+        theory=speedup_theory(spec.traces, plain_step, spent_seconds=spec.seconds),
     )
 
 
@@ -164,8 +172,8 @@ def gamma_sweep(pair, prompt_ids, settings, gammas=range(1, 9), lock=MODEL_LOCK)
         yield {
             "gamma": gamma,
             "speedup": report.measured if report else 0.0,
-            "theory": report.theoretical_on_hardware if report else 0.0,
-            "alpha": report.alpha if report else 0.0,
+            "theory": report.theory.on_this_machine if report else 0.0,
+            "alpha": report.theory.alpha if report else 0.0,
             "tokens_per_pass": report.tokens_per_pass if report else 0.0,
             "tokens_per_second": spec.tokens_per_second,
             "target_tokens_per_second": plain.tokens_per_second,
@@ -203,6 +211,25 @@ def prompt_set_runs(pair, prompt_sets: dict[str, list[str]], settings, chat: boo
             }  # fmt: skip
 
 
+PROMPT_SET_NUMBERS = ("acceptance_rate", "tokens_per_pass", "speedup")
+
+
+def check_saved_results(data: object) -> dict:
+    """Saved prompt-set results (the page's JSON download), checked for keys and types, or SpecDecError."""
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise SpecDecError("that file is not saved results from this page (expected JSON with a 'rows' list)")
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or not {"category", "prompt", *PROMPT_SET_NUMBERS} <= row.keys():
+            raise SpecDecError(f"row {number} of the file lacks category, prompt, acceptance_rate, "
+                               "tokens_per_pass or speedup")  # fmt: skip
+        for key in PROMPT_SET_NUMBERS:
+            value = row[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise SpecDecError(f"row {number} of the file: {key} must be a number, got {value!r}")
+    return data
+
+
 def category_summary(rows: list[dict]) -> list[dict]:
     """Per category: medians of the per-prompt numbers (robust to one odd prompt)."""
     out = []
@@ -210,101 +237,15 @@ def category_summary(rows: list[dict]) -> list[dict]:
         mine = [r for r in rows if r["category"] == category]
         out.append({"category": category, "prompts": len(mine)} | {
             key: median(r[key] for r in mine)
-            for key in ("acceptance_rate", "tokens_per_pass", "speedup")
+            for key in PROMPT_SET_NUMBERS
         })  # fmt: skip
     return out
 
 
-# -- 3. the guarantee -------------------------------------------------------------------------
+# -- 3. the idle machine ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ToyRule:
-    """The rule on hand-made p (target) and q (draft) over a few tokens, computed exactly."""
-
-    target_probs: list[float]
-    draft_probs: list[float]
-    accepted_mass: list[float]  # q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)): drafted x and kept
-    accept_probability: float  # β = Σ min(p, q)
-    residual: list[float]  # norm(max(0, p − q)); p itself when p = q (never used then)
-    output: list[float]  # min(p, q) + (1 − β)·residual: what one round emits first; equals p
-
-
-def _normalise(weights: list[float], name: str) -> list[float]:
-    if any(not w >= 0 for w in weights):
-        raise SpecDecError(f"{name}: weights must be non-negative numbers")
-    total = sum(weights)
-    if total <= 0:
-        raise SpecDecError(f"{name}: give at least one token a weight above zero")
-    return [w / total for w in weights]
-
-
-def toy_rule(target_weights: list[float], draft_weights: list[float]) -> ToyRule:
-    if len(target_weights) != len(draft_weights) or not target_weights:
-        raise SpecDecError("p and q need one weight per token, the same tokens")
-    p, q = _normalise(target_weights, "p (target)"), _normalise(draft_weights, "q (draft)")
-    kept = [min(a, b) for a, b in zip(p, q, strict=True)]
-    beta = sum(kept)
-    excess = [max(0.0, a - b) for a, b in zip(p, q, strict=True)]
-    mass = sum(excess)
-    residual = [e / mass for e in excess] if mass > 1e-12 else list(p)
-    output = [k + (1.0 - beta) * r for k, r in zip(kept, residual, strict=True)]
-    return ToyRule(p, q, kept, beta, residual, output)
-
-
-@dataclass
-class SampleTally:
-    """Outcomes (the first few tokens) of many short runs of both kinds, and what the rule did."""
-
-    num_tokens: int
-    speculative: Counter = field(default_factory=Counter)
-    target: Counter = field(default_factory=Counter)
-    drafted: int = 0
-    rejected: int = 0
-
-    @property
-    def samples(self) -> int:
-        return min(sum(self.speculative.values()), sum(self.target.values()))
-
-
-def sample_outcomes(pair, prompt_ids, settings, num_samples: int, num_tokens: int = 1,
-                    lock=MODEL_LOCK) -> Iterator[SampleTally]:  # fmt: skip
-    """num_samples runs of each kind (seeds seed, seed+1, ...), alternating; yields after each pair."""
-    tally = SampleTally(num_tokens)
-    for i in range(num_samples):
-        # One token more than kept: a round always leaves room for its own token, so with room for
-        # just num_tokens the first round would draft num_tokens − 1 and never test the last.
-        short = replace(settings, max_new_tokens=num_tokens + 1, seed=settings.seed + i)
-        spec = timed_run(pair, prompt_ids, short, True, lock)
-        plain = timed_run(pair, prompt_ids, short, False, lock)
-        tally.speculative[tuple(spec.token_ids[:num_tokens])] += 1
-        tally.target[tuple(plain.token_ids[:num_tokens])] += 1
-        tally.drafted += sum(t.gamma for t in spec.traces)
-        tally.rejected += sum(t.num_tested - t.num_accepted for t in spec.traces)
-        yield tally
-
-
-@dataclass(frozen=True)
-class GreedyCheck:
-    speculative: list[int]
-    target: list[int]
-    first_difference: int | None  # index of the first differing token, None if equal throughout
-
-
-def greedy_check(pair, prompt_ids, settings, lock=MODEL_LOCK) -> GreedyCheck:
-    greedy = replace(settings, sampling=replace(settings.sampling, temperature=0.0))
-    spec = timed_run(pair, prompt_ids, greedy, True, lock).token_ids
-    plain = timed_run(pair, prompt_ids, greedy, False, lock).token_ids
-    first = next((i for i, (a, b) in enumerate(zip(spec, plain, strict=False)) if a != b), None)
-    if first is None and len(spec) != len(plain):
-        first = min(len(spec), len(plain))
-    return GreedyCheck(spec, plain, first)
-
-
-# -- 4. the idle machine ----------------------------------------------------------------------
-
-
-def forward_costs(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: int = 5,
+def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: int = 5,
                   lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
     """The target's cached forward pass over n new tokens (after the prompt), median of `repeats`."""
     target = CachedModel(pair.target.model, pair.target.vocab_size)
@@ -333,11 +274,10 @@ def device_name(pair: ModelPair) -> str:
     return f"CPU ({torch.get_num_threads()} thread(s) for torch)"
 
 
-# -- 5. drafters side by side -----------------------------------------------------------------
+# -- 4. drafters side by side -----------------------------------------------------------------
 
 
-def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MODEL_LOCK,
-                     should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:  # fmt: skip
+def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MODEL_LOCK) -> Iterator[dict]:
     """Target-only once, then each drafter on the same prompt and settings: one row per drafter."""
     any_pair = next(iter(pairs.values()))
     plain = timed_run(any_pair, prompt_ids, settings, False, lock)
@@ -345,8 +285,6 @@ def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MOD
            "acceptance_rate": None, "tokens_per_pass": 1.0, "drafted_per_round": 0.0,
            "text": any_pair.decode(plain.token_ids)}  # fmt: skip
     for name, pair in pairs.items():
-        if should_stop():
-            return
         spec = timed_run(pair, prompt_ids, settings, True, lock)
         m = spec.metrics()
         yield {
@@ -356,21 +294,6 @@ def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MOD
             "acceptance_rate": m.acceptance_rate if m else 0.0,
             "tokens_per_pass": m.tokens_per_pass if m else 0.0,
             "drafted_per_round": m.mean_drafted if m else 0.0,
-            "cost_ratio": m.cost_ratio if m else 0.0,
             "text": pair.decode(spec.token_ids),
-            "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus, t.gamma) for t in spec.traces],
+            "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus, t.num_drafted) for t in spec.traces],
         }
-
-
-def with_drafter(pair: ModelPair, drafter: str) -> ModelPair:
-    """The same loaded target with another drafter ("ngram" or a draft model's name): no second target."""
-    from specdec.models import check_tokenizers_match, load_model
-    from specdec.pair import NGRAM
-
-    if drafter == NGRAM:
-        return ModelPair(pair.target, None)
-    if pair.draft is not None and pair.draft.name == drafter:
-        return pair
-    draft = load_model(drafter, fast=True)
-    check_tokenizers_match(pair.target, draft)
-    return ModelPair(pair.target, draft)

@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from specdec.cached_model import CachedModel
-from specdec.errors import SpecDecError
-from specdec.metrics import summarize
-from specdec.pair import ModelPair
-from specdec.rounds import RoundTrace, TargetStep, speculative_rounds, target_only_steps
-from specdec.sampling import SamplingConfig
-
-
-@dataclass(frozen=True)
-class Settings:
-    gamma: int = 4  # drafted tokens per round (γ in the paper, k in the app)
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_new_tokens: int = 64
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.gamma < 1:
-            raise SpecDecError(f"gamma must be >= 1, got {self.gamma}")
-        if self.max_new_tokens < 1:
-            raise SpecDecError(f"max-new-tokens must be >= 1, got {self.max_new_tokens}")
+from specdec.config import Settings
+from specdec.core.cached_model import CachedModel
+from specdec.core.metrics import summarize
+from specdec.core.records import RoundTrace, TargetStep
+from specdec.core.rounds import speculative_rounds, target_only_steps
+from specdec.models.pair import ModelPair
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -90,9 +76,10 @@ def generate(
         wall = time.perf_counter() - start
         metrics = summarize(traces, wall).to_dict()
     else:
-        traces, token_ids = [], []
+        traces, token_ids, step_seconds = [], [], 0.0
         for step in target_steps(pair, prompt_ids, settings):
             token_ids.append(step.token)
+            step_seconds += step.seconds
             if on_tokens:
                 on_tokens(1)
         wall = time.perf_counter() - start
@@ -100,5 +87,6 @@ def generate(
             "tokens_emitted": len(token_ids),
             "tokens_per_pass": 1.0,
             "tokens_per_second": len(token_ids) / wall if wall else 0.0,
+            "step_seconds": step_seconds,  # the decoding steps alone, prefill left out
         }
     return GenerationResult(token_ids, pair.decode(token_ids), traces, metrics, wall)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import time
 
-from specdec.cached_model import CachedModel
-from specdec.draft_training import EVAL_PROMPT_SETS, evaluate, make_eval_set
-from specdec.pair import ModelPair
+from specdec.core.cached_model import CachedModel
+from specdec.models.pair import ModelPair
+from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.training.train import evaluate, make_eval_set
 
 
-def forward_costs(pair: ModelPair, context_ids: list[int], repeats: int = 30) -> dict[str, float]:
+def one_token_step_costs(pair: ModelPair, context_ids: list[int], repeats: int = 30) -> dict[str, float]:
     """Seconds per one-token forward with a warm cache, target and draft alternating, same device.
 
     The draft runs exactly as it drafts (with its reduced head, if it has one).
@@ -41,8 +42,8 @@ def draft_figures(pair: ModelPair, eval_tokens: int = 96) -> dict:
     greedily and p is its distribution along that answer.
     """
     context = pair.encode_prompt("Write a Python function that adds two numbers.", chat=True)
-    figures = {"cost": forward_costs(pair, context)}
-    for name, path in EVAL_PROMPT_SETS.items():
+    figures = {"cost": one_token_step_costs(pair, context)}
+    for name, path in HELD_OUT_PROMPT_SETS.items():
         prompts = json.loads(path.read_text(encoding="utf-8"))["prompts"]
         eval_set = make_eval_set(pair.target, prompts, eval_tokens)
         figures[name] = evaluate(pair.draft.model, eval_set, pair.target.vocab_size,
@@ -56,7 +57,7 @@ def format_figures(figures: dict) -> str:
         f"forward, 1 token with cache: target {cost['target_ms']:.1f} ms, draft {cost['draft_ms']:.1f} ms"
         f" -> cost ratio c = {cost['cost_ratio']:.3f} (1/{1 / cost['cost_ratio']:.1f})",
     ]
-    for name in EVAL_PROMPT_SETS:
+    for name in HELD_OUT_PROMPT_SETS:
         scores = figures[name]
         lines.append(f"{name:<6} held-out: mean Σ min(p, q) at T=1 = {scores['sum_min_pq']:.3f}, "
                      f"greedy agreement = {scores['greedy_agreement']:.3f}")

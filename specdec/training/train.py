@@ -11,42 +11,19 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
-from specdec.draft_data import Example, frequent_tokens, make_shards, make_stdlib_shards
-from specdec.models import HEAD_TOKENS_FILE, LoadedModel
-from specdec.names import HELD_OUT_PROMPT_SETS
-
-EVAL_PROMPT_SETS = HELD_OUT_PROMPT_SETS
-
-
-@dataclass(frozen=True)
-class DraftTrainingConfig:
-    layers: int = 2  # transformer layers in the draft (the target has 30)
-    samples_per_prompt: int = 2  # answers the target writes per training prompt
-    max_new_tokens: int = 192  # answer length cap while making data
-    generation_batch: int = 32  # answers sampled together (one shard)
-    label_top_k: int = 32  # target tokens kept per position as the distillation label
-    batch_size: int = 8  # answers per training step
-    learning_rate: float = 1e-3
-    minutes: float = 60.0  # training time budget (data making not included)
-    max_steps: int = 100_000
-    eval_every: int = 100  # steps between evaluations and checkpoints
-    eval_tokens: int = 96  # length of the target's greedy answers to the evaluation prompts
-    max_shards: int = 0  # use only the first N shards (0 = all): for tiny test runs
-    stdlib_blocks: int = 1600  # standard-library functions/classes the target reads (teacher forcing)
-    stdlib_batch: int = 16  # blocks per stdlib shard
-    stdlib_max_tokens: int = 320  # a block's length cap, in tokens
-    decay_fraction: float = 0.3  # the learning rate falls linearly to 10 % over this last part of the budget
-    head_tokens: int = 8192  # tokens the shipped draft's head scores (FR-Spec); 0 = the full vocabulary
+from specdec.config import DraftTrainingConfig
+from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
+from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards
 
 
 def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
@@ -163,23 +140,6 @@ def save_draft(draft: LlamaForCausalLM, folder: Path, card: dict, head_token_ids
     (folder / "training.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
 
 
-def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> None:
-    """Shipped layers + the target's embeddings -> a complete model folder any loader accepts."""
-    from transformers import AutoTokenizer, LlamaConfig
-
-    config = LlamaConfig.from_json_file(shipped / "config.json")
-    draft = LlamaForCausalLM(config)
-    embeddings = load_file(target_folder / "model.safetensors")["model.embed_tokens.weight"]
-    state = {k: v.float() for k, v in load_file(shipped / "draft-layers.safetensors").items()}
-    state["model.embed_tokens.weight"] = embeddings
-    draft.load_state_dict(state, strict=False)  # lm_head is tied to the embeddings
-    draft.tie_weights()
-    draft.save_pretrained(destination)
-    AutoTokenizer.from_pretrained(target_folder).save_pretrained(destination)
-    if (shipped / HEAD_TOKENS_FILE).exists():
-        shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
-
-
 def learning_rate_factor(progress: float, decay_fraction: float) -> float:
     """Constant, then a linear fall to 10 % over the last `decay_fraction` of the budget."""
     if decay_fraction <= 0:
@@ -225,7 +185,7 @@ def train_draft(
     eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
     if not eval_path.exists():
         eval_sets = {name: make_eval_set(target, json.loads(path.read_text())["prompts"], config.eval_tokens)
-                     for name, path in EVAL_PROMPT_SETS.items()}
+                     for name, path in HELD_OUT_PROMPT_SETS.items()}
         torch.save(eval_sets, eval_path)
     eval_sets = torch.load(eval_path, weights_only=False)
 

@@ -7,8 +7,6 @@ be judged against exactly the distribution plain decoding would sample from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from transformers import (
     LogitsProcessorList,
@@ -17,28 +15,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from specdec.errors import SpecDecError
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How tokens are chosen. Temperature 0 means greedy (argmax), an explicit branch of its own."""
-
-    temperature: float = 1.0  # 0 = greedy; otherwise logits are divided by it
-    top_k: int = 0  # keep the k most likely tokens; 0 = keep all
-    top_p: float = 1.0  # keep the smallest set with this much mass; 1 = keep all
-
-    def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise SpecDecError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise SpecDecError(f"top-k must be >= 0 (0 disables it), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise SpecDecError(f"top-p must be in (0, 1], got {self.top_p}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
+from specdec.config import SamplingConfig
 
 
 def _warpers(config: SamplingConfig) -> LogitsProcessorList:

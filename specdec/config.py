@@ -1,0 +1,99 @@
+"""One source of defaults and limits. The CLI's flags, the app's sidebar and bench all read them here.
+
+Each setting is a dataclass field with its default, a one-line help and, where the app offers a
+slider or box for it, the range it offers (`ui_range`). The engine itself accepts any value its
+check (`__post_init__`) allows: the CLI may ask for γ = 12, the sidebar stops at 8.
+
+No torch here, so `python -m specdec --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from specdec.errors import SpecDecError
+
+
+def setting(default, help: str, ui_range: tuple | None = None):  # noqa: A002 - argparse's word
+    """A dataclass field carrying its help text and the range the app offers for it."""
+    return field(default=default, metadata={"help": help, "ui_range": ui_range})
+
+
+def help_of(cls, name: str) -> str:
+    return next(f.metadata.get("help", "") for f in fields(cls) if f.name == name)
+
+
+def ui_range(cls, name: str) -> tuple:
+    return next(f.metadata["ui_range"] for f in fields(cls) if f.name == name)
+
+
+def _finite(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise SpecDecError(f"{name} must be a finite number, got {value}")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How tokens are chosen. Temperature 0 means greedy (argmax), an explicit branch of its own."""
+
+    temperature: float = setting(1.0, "0 = greedy; otherwise logits are divided by it", (0.0, 2.0))
+    top_k: int = setting(0, "keep the k most likely tokens; 0 = keep all", (0, 1000))
+    top_p: float = setting(1.0, "keep the smallest set with this much mass; 1 = keep all", (0.05, 1.0))
+
+    def __post_init__(self) -> None:
+        _finite("temperature", self.temperature)
+        _finite("top-p", self.top_p)
+        if not self.temperature >= 0:
+            raise SpecDecError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise SpecDecError(f"top-k must be >= 0 (0 disables it), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise SpecDecError(f"top-p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's settings: everything but the models and the prompt."""
+
+    # γ in the paper: the cap on drafted tokens per round. A round may draft fewer (an n-gram
+    # drafter without a match, or the end of the token budget); see RoundTrace.num_drafted.
+    gamma: int = setting(4, "the most tokens drafted per round (γ)", (1, 8))
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    max_new_tokens: int = setting(64, "tokens to generate at most", (1, 256))
+    seed: int = setting(0, "seed of the run's own random generator", (0, 2**31 - 1))
+
+    def __post_init__(self) -> None:
+        if self.gamma < 1:
+            raise SpecDecError(f"gamma must be >= 1, got {self.gamma}")
+        if self.max_new_tokens < 1:
+            raise SpecDecError(f"max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.seed < 0:
+            raise SpecDecError(f"seed must be >= 0, got {self.seed}")
+
+
+@dataclass(frozen=True)
+class DraftTrainingConfig:
+    """Distilling the bundled target's draft (`python -m specdec train-draft`)."""
+
+    layers: int = setting(2, "transformer layers in the draft (the target has 30)")
+    samples_per_prompt: int = setting(2, "answers the target writes per training prompt")
+    max_new_tokens: int = setting(192, "answer length cap while making data")
+    generation_batch: int = setting(32, "answers sampled together (one data shard)")
+    label_top_k: int = setting(32, "target tokens kept per position as the distillation label")
+    batch_size: int = setting(8, "answers per training step")
+    learning_rate: float = setting(1e-3, "peak learning rate (AdamW)")
+    minutes: float = setting(60.0, "training time budget (making data not included)")
+    max_steps: int = setting(100_000, "training steps at most")
+    eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")
+    eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
+    max_shards: int = setting(0, "use only the first N data shards (0 = all): for tiny test runs")
+    stdlib_blocks: int = setting(1600, "standard-library functions/classes the target reads (0 = none)")
+    stdlib_batch: int = setting(16, "standard-library blocks per data shard")
+    stdlib_max_tokens: int = setting(320, "a standard-library block's length cap, in tokens")
+    decay_fraction: float = setting(0.3, "the learning rate falls linearly to 10% over this last part")
+    head_tokens: int = setting(8192, "tokens the draft's reduced head scores (FR-Spec); 0 = all")

@@ -1,0 +1,58 @@
+"""What a round leaves behind: plain records (lists and numbers, no tensors) that the app draws,
+the metrics summarise and the CLI writes as JSON. The torch loop that fills them is in rounds.py."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ShownDistribution:
+    """A distribution cut down to the tokens worth showing: top tokens of p, q, residual and x."""
+
+    token_ids: list[int]
+    target_probs: list[float]  # p at those tokens
+    draft_probs: list[float] | None  # q at those tokens (None at position k+1, where nothing was drafted)
+    residual_probs: list[float] | None  # norm(max(0, p - q)) there, only at the first rejection
+
+
+@dataclass(frozen=True)
+class RoundTrace:
+    """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
+
+    index: int
+    context_length: int  # tokens in the sequence before this round
+    drafted_tokens: list[int]
+    positions: list[ShownDistribution]  # k + 1 entries: one per drafted token, plus the bonus slot
+    draft_token_probs: list[float]  # q_i(x_i)
+    target_token_probs: list[float]  # p_i(x_i)
+    accept_probs: list[float]  # min(1, p/q); greedy: 1 if x_i is the target's argmax, else 0
+    uniforms: list[float] | None  # the coin flips; None in greedy mode
+    num_accepted: int
+    next_token: int  # resampled from the residual, or the bonus from p_{k+1}
+    is_bonus: bool
+    emitted_tokens: list[int]  # accepted drafts + next_token (cut after an end-of-sequence token)
+    draft_seconds: float
+    verify_seconds: float  # the target's forward pass over k + 1 positions
+
+    @property
+    def num_drafted(self) -> int:
+        """k: the tokens drafted this round (at most γ, the settings' cap; an n-gram miss drafts 0)."""
+        return len(self.drafted_tokens)
+
+    @property
+    def num_tested(self) -> int:
+        """Drafted positions that faced the test: up to and including the first rejection."""
+        return min(self.num_accepted + 1, self.num_drafted)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TargetStep:
+    """One step of plain decoding: one target pass, one token."""
+
+    index: int
+    token: int
+    seconds: float

@@ -1,0 +1,6 @@
+"""Loading and pairing: a target and its drafter, checked to share a tokenizer, and the runs they make.
+
+    loading.py   load a model by bundled name, Hugging Face id or folder; the bundled GGUF; dtypes
+    pair.py      a target with its drafter, loaded once and shared read-only; prompts in and out
+    runs.py      one run = one pair, one prompt, one Settings, one seed: the API the CLI and app use
+"""
