@@ -3,7 +3,8 @@
 The page scripts live in app_pages/, not pages/: a folder named pages/ beside app.py switches
 Streamlit to its old directory-based navigation, which never runs this frame.
 
-Run: streamlit run app.py   (SPECDEC_TARGET / SPECDEC_DRAFTER / SPECDEC_CHAT override the defaults)
+Run: streamlit run app.py   (SPECDEC_TARGET / SPECDEC_DRAFTER / SPECDEC_CHAT override the defaults;
+SPECDEC_ALLOWED_MODELS, SPECDEC_MAX_PROMPT_CHARS and SPECDEC_PREFILL_CHUNK set how a server is shared)
 """
 
 import os
@@ -15,7 +16,14 @@ from pathlib import Path
 # 60 ms median with 1 thread and 300 ms (spikes of 4 s) with 2. Must be set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# The heavy libraries, imported before any page code runs. Sessions run in threads; when eight first
+# sessions imported pandas lazily (inside Plotly) at the same moment, one saw a half-initialised module.
+import altair  # noqa: E402, F401
+import pandas  # noqa: E402, F401
+import plotly.graph_objects  # noqa: E402, F401
 import streamlit as st  # noqa: E402
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
 
@@ -27,6 +35,7 @@ ui.init_state()
 ui.sidebar_controls()
 pair, load_error = ui.load_pair()
 ui.model_status(pair, load_error)
+ui.link_notices()
 st.session_state["_pair_error"] = load_error  # pages read the pair through ui.load_pair (cached)
 ui.write_url()
 

@@ -79,7 +79,7 @@ def sampled_outcomes(pair: ModelPair) -> None:
         "samples show the whole distribution."
     )
     left, right = st.columns([4, 1])
-    left.text_input("Prompt", key="_gu_prompt")
+    left.text_input("Prompt", key="_gu_prompt", max_chars=ui.server_limits().max_prompt_chars)
     right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
     st.caption(
         "This section samples with its own temperature and top-k, set here (they override the sidebar's "

@@ -52,18 +52,38 @@ left, right = st.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip
 left.text_area(
-    "Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited
-)
+    "Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited,
+    max_chars=ui.server_limits().max_prompt_chars,
+)  # fmt: skip
 
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, state["prompt"])
 
 run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
 if state.get("_run_key") != run_key:
-    state["stepper"] = Stepper(pair, prompt_ids, settings)
+    state["stepper"] = Stepper(pair, prompt_ids, settings, prefill_chunk=ui.server_limits().prefill_chunk)
+    state["_figures"] = {}  # (round, chart, position) -> figure: built once, redrawn from here
     state["_run_key"] = run_key
     state["stage"], state["playing"], state["animating"] = 5, False, False
 stepper: Stepper = state["stepper"]
+
+
+def _read_prompt() -> None:
+    """Read the prompt into both models when it is set (in chunks, sharing the models with other
+    sessions), so that a Step then only runs a round."""
+    if stepper.prompt_read:
+        return
+    progress = st.progress(0.0, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
+
+    def waiting(ahead: int) -> None:
+        progress.progress(0.0, text=f"Waiting for the models: {ahead} request(s) ahead of this one…")
+
+    for fraction in stepper.read_prompt(on_wait=waiting):
+        progress.progress(fraction, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
+    progress.empty()
+
+
+_read_prompt()
 greedy = settings.sampling.greedy
 
 
@@ -71,13 +91,25 @@ greedy = settings.sampling.greedy
 
 
 def _step() -> None:
+    """The Step button: the round itself is computed in the fragment, where waiting can be shown."""
     state["_clicked"] = True
-    if stepper.step() is not None:
+    state["_steps_pending"] = state.get("_steps_pending", 0) + 1  # clicks before the fragment ran count
+
+
+def _run_pending_step() -> None:
+    """Compute the next round, telling the student how many requests are ahead while the models are busy."""
+    note = st.empty()
+
+    def waiting(ahead: int) -> None:
+        note.info(f"Waiting for the models: {ahead} request(s) ahead of this one…", icon="⏳")
+
+    if stepper.step(on_wait=waiting) is not None:
         state["stage"] = 1 if state["animate_stages"] else 5
         state["animating"] = state["animate_stages"]
         state["revealed"] = 1 if state["animate_stages"] else ALL
     elif stepper.at_end:
         state["playing"] = False
+    note.empty()
 
 
 def _back() -> None:
@@ -200,6 +232,14 @@ def _position_picker(trace, labels, count: int, label: str, follow: int | None =
     return state[key] or 0
 
 
+def _figure(trace, chart: str, position: int, build):
+    """A round's chart, built the first time it is shown and reused on every later rerun."""
+    key = (trace.index, chart, position)
+    if key not in state["_figures"]:
+        state["_figures"][key] = build()
+    return state["_figures"][key]
+
+
 def _stage_drafting(trace, labels) -> None:
     st.markdown(
         f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
@@ -215,7 +255,7 @@ def _stage_drafting(trace, labels) -> None:
     i = _position_picker(trace, labels, trace.num_drafted, "Drafted token", follow)
     drafted = trace.drafted_tokens[i]
     title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
-    fig = charts.draft_chart(trace.positions[i], drafted, labels, title)
+    fig = _figure(trace, "draft", i, lambda: charts.draft_chart(trace.positions[i], drafted, labels, title))
     ui.chart(fig, key=f"_c1_{trace.index}")
 
 
@@ -240,7 +280,8 @@ def _stage_verify(trace, labels) -> None:
     i = _position_picker(trace, labels, k + 1, "Position")
     drafted = trace.drafted_tokens[i] if i < k else None
     title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
-    fig = charts.distribution_chart(trace.positions[i], labels, title, highlight=drafted, show_residual=False)
+    fig = _figure(trace, "verify", i, lambda: charts.distribution_chart(
+        trace.positions[i], labels, title, highlight=drafted, show_residual=False))  # fmt: skip
     ui.chart(fig, key=f"_c2_{trace.index}")
 
 
@@ -258,7 +299,8 @@ def _stage_accept(trace, labels) -> None:
             "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
             "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested."
         )
-    ui.chart(charts.acceptance_chart(trace, labels), key=f"_c3_{trace.index}")
+    fig = _figure(trace, "accept", 0, lambda: charts.acceptance_chart(trace, labels))
+    ui.chart(fig, key=f"_c3_{trace.index}")
     lines = []
     for i in range(trace.num_tested):
         x = labels[trace.drafted_tokens[i]]
@@ -292,7 +334,8 @@ def _stage_correct(trace, labels) -> None:
                 f"position: the **bonus** token {_code(nxt)} is drawn from it{how}"
             )
         title = f"p at position {k + 1}: bonus token {nxt}"
-        fig = charts.distribution_chart(trace.positions[k], labels, title, highlight=trace.next_token)
+        fig = _figure(trace, "correct", k, lambda: charts.distribution_chart(
+            trace.positions[k], labels, title, highlight=trace.next_token))  # fmt: skip
     else:
         rejected = labels[trace.drafted_tokens[j]]
         rule = (
@@ -303,7 +346,8 @@ def _stage_correct(trace, labels) -> None:
         )
         st.markdown(f"Draft {j + 1} {_code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
-        fig = charts.distribution_chart(trace.positions[j], labels, title, highlight=trace.next_token)
+        fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
+            trace.positions[j], labels, title, highlight=trace.next_token))  # fmt: skip
     ui.chart(fig, key=f"_c4_{trace.index}")
     shown = trace.positions[k if trace.is_bonus else j].token_ids
     if trace.next_token not in shown:
@@ -331,6 +375,8 @@ STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage
 @st.fragment(run_every=timer_interval)
 def round_view() -> None:
     beat = not state.pop("_clicked", False) and not state.pop("_full_run", False)
+    for _ in range(state.pop("_steps_pending", 0)):
+        _run_pending_step()
     if beat and timer_interval:
         _tick()
     if _timer_interval() != timer_interval:
@@ -353,7 +399,6 @@ def round_view() -> None:
     cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
     _counters()
-    _timeline()
     trace = stepper.current
     if trace is None:
         st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
@@ -367,6 +412,7 @@ def round_view() -> None:
         st.markdown(_draft_strip(trace, stage), unsafe_allow_html=True)
         STAGE_VIEWS[stage](trace, labels)
 
+    _timeline()
     st.markdown("**Output so far**")
     shows_current = trace is not None and (state["stage"] or 5) == 5
     upto = stepper.shown if shows_current else stepper.shown - 1

@@ -26,7 +26,7 @@ def intro() -> None:
         "turns pass by pass, the one that has used less compute going next, so both stream as if on two "
         "identical machines."
     )
-    st.text_area("Prompt", key="_sp_prompt", height=80)
+    st.text_area("Prompt", key="_sp_prompt", height=80, max_chars=ui.server_limits().max_prompt_chars)
 
 
 def show_lanes(boxes, pair: ModelPair, spec, plain) -> None:

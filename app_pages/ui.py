@@ -5,6 +5,7 @@ Pages go widgets -> specdec API (models/, lab/) -> specdec.lab.charts; nothing h
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import os
@@ -13,8 +14,10 @@ from dataclasses import fields
 
 import streamlit as st
 
-from specdec.config import SamplingConfig, Settings, ui_range
+from specdec.config import SamplingConfig, ServerLimits, Settings, ui_range
 from specdec.errors import SpecDecError
+from specdec.lab.links import read_link
+from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 from specdec.models.pair import NGRAM, ModelPair, default_drafter
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
@@ -70,38 +73,34 @@ def ready_prompts() -> dict[str, list[str]]:
         return json.load(file)
 
 
-def _parse(kind: type, text: str):
-    if kind is bool:
-        return text.lower() in ("1", "true", "on", "yes")
-    return kind(text)
-
-
-def _clamp(key: str, value):
-    if key in LIMITS:
-        low, high = LIMITS[key]
-        value = min(max(value, type(value)(low)), type(value)(high))
-    return value
+def server_limits() -> ServerLimits:
+    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK)."""
+    return ServerLimits.from_environment(dict(os.environ))
 
 
 def init_state() -> None:
     """On a session's first run: defaults, overridden by the URL (a shared link opens the same demo).
-    Keys already in the session state (set by a test) are kept."""
+    Keys already in the session state (set by a test) are kept. What a link changed is kept in
+    `_link_notices` and shown by `link_notices()`."""
     if st.session_state.get("_initialised"):
         return
-    params = st.query_params
-    for key, (param, kind, default) in SETTINGS.items():
-        if key in st.session_state:
-            continue
-        value = default()
-        if param in params:
-            try:
-                value = _clamp(key, _parse(kind, params[param]))
-            except ValueError:
-                pass  # a mangled link falls back to the default
-        st.session_state[key] = value
+    defaults = {key: default() for key, (_, _, default) in SETTINGS.items()}
+    params = {param: st.query_params[param] for param, _, _ in SETTINGS.values() if param in st.query_params}
+    if "prompt" in st.query_params:
+        params["prompt"] = st.query_params["prompt"]
+    values, notices = read_link(params, defaults, LIMITS, server_limits().max_prompt_chars)
+    for key in SETTINGS:
+        st.session_state.setdefault(key, values.get(key, defaults[key]))
     first = next(iter(ready_prompts().values()))[0]
-    st.session_state.setdefault("prompt", params.get("prompt", first))
+    st.session_state.setdefault("prompt", values.get("prompt", first))
+    st.session_state["_link_notices"] = notices
     st.session_state["_initialised"] = True
+
+
+def link_notices() -> None:
+    """What the shared link asked for that could not be used as is, said once at the top of the page."""
+    for notice in st.session_state.pop("_link_notices", []):
+        st.warning(f"From the link: {notice}.", icon=":material/link:")
 
 
 def write_url() -> None:
@@ -146,23 +145,46 @@ def sidebar_controls() -> None:
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _load_pair(target: str, drafter: str) -> ModelPair:
     """Weights and tokenizers only, once per process, shared by every session (read-only)."""
-    return ModelPair.load(target, drafter)
+    pair = ModelPair.load(target, drafter)
+    # Streamlit collects garbage after every script run, and a full collection walks every object
+    # of the loaded models: ~300 ms with the GIL held, during which no reply reaches any browser.
+    # Frozen objects are left out of collections; the models live as long as the server anyway.
+    gc.freeze()
+    return pair
+
+
+@st.cache_resource(show_spinner=False)
+def load_failures() -> LoadFailures:
+    """Loads that failed in this server process: a bad link costs its load time once."""
+    return LoadFailures()
 
 
 def load_pair() -> tuple[ModelPair | None, str | None]:
-    """The pair the sidebar names, or (None, one-line message) if it cannot be loaded."""
+    """The pair the sidebar names, or (None, one-line message) if it cannot or may not be loaded."""
     target = st.session_state["target"].strip()
     drafter = st.session_state["drafter"].strip() or NGRAM
     if not target:
         return None, "the target model name is empty: type a bundled name, Hugging Face id or folder"
+    key = (target, drafter)
+    failures = load_failures()
+    if (message := failures.get(key)) is not None:
+        return None, message
     try:
+        check_allowed(target, drafter, allowed_models(os.environ))
         with st.spinner(f"Loading {target} and drafter {drafter} (once per server)…"):
             return _load_pair(target, drafter), None
     except SpecDecError as error:
-        return None, str(error)
+        message = str(error)
     except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return None, f"could not load the models: {type(error).__name__}: {first}"
+        message = f"could not load the models: {type(error).__name__}: {first}"
+    failures.remember(key, message)
+    return None, message
+
+
+def _retry_load() -> None:
+    target = st.session_state["target"].strip()
+    load_failures().forget((target, st.session_state["drafter"].strip() or NGRAM))
 
 
 def model_status(pair: ModelPair | None, message: str | None) -> None:
@@ -170,6 +192,8 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
     sb.header("Status")
     if pair is None:
         sb.error(message, icon=":material/error:")
+        sb.button("Retry loading", on_click=_retry_load, key="b_retry_load",
+                  help="failed loads are remembered by the server; this tries again")  # fmt: skip
         return
     sb.caption(f"**Target:** {html.escape(pair.target.describe())}")
     if pair.draft is None:
@@ -195,6 +219,10 @@ def require_prompt(
     `chat` and `new_tokens` (room left after the prompt) default to the sidebar's.
     """
     try:
+        limit = server_limits().max_prompt_chars
+        if len(prompt) > limit:
+            raise SpecDecError(f"the prompt has {len(prompt):,} characters; this server accepts at most "
+                               f"{limit:,} (its SPECDEC_MAX_PROMPT_CHARS): shorten it")  # fmt: skip
         settings = current_settings()
         chat = bool(st.session_state["chat"]) if chat is None else chat
         room = settings.max_new_tokens if new_tokens is None else new_tokens

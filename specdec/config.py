@@ -97,3 +97,29 @@ class DraftTrainingConfig:
     stdlib_max_tokens: int = setting(320, "a standard-library block's length cap, in tokens")
     decay_fraction: float = setting(0.3, "the learning rate falls linearly to 10% over this last part")
     head_tokens: int = setting(8192, "tokens the draft's reduced head scores (FR-Spec); 0 = all")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How one app server shares its models among sessions. Environment variables override each."""
+
+    max_prompt_chars: int = setting(12_000, "the longest prompt the app accepts, in characters")
+    prefill_chunk: int = setting(128, "prompt tokens per prefill pass: another session waits at most one")
+
+    ENVIRONMENT = {"max_prompt_chars": "SPECDEC_MAX_PROMPT_CHARS", "prefill_chunk": "SPECDEC_PREFILL_CHUNK"}
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str]) -> ServerLimits:
+        values = {}
+        for name, variable in cls.ENVIRONMENT.items():
+            if variable in environ:
+                try:
+                    values[name] = int(environ[variable])
+                except ValueError as error:
+                    message = f"{variable} must be a whole number, got {environ[variable]!r}"
+                    raise SpecDecError(message) from error
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        if self.max_prompt_chars < 1 or self.prefill_chunk < 1:
+            raise SpecDecError("SPECDEC_MAX_PROMPT_CHARS and SPECDEC_PREFILL_CHUNK must be at least 1")

@@ -41,3 +41,10 @@ def bundled_pair():
     from specdec.models.pair import ModelPair
 
     return ModelPair.load()
+
+
+@pytest.fixture(autouse=True)
+def any_model_allowed(monkeypatch):
+    """The tests load tiny models from temporary folders: allow any model, except where a test of the
+    allow-list itself sets SPECDEC_ALLOWED_MODELS."""
+    monkeypatch.setenv("SPECDEC_ALLOWED_MODELS", "*")

@@ -151,3 +151,100 @@ def test_the_url_carries_prompt_and_settings(tiny_pair_dirs):
     assert at.session_state["prompt"] == "The quick brown fox"
     assert at.session_state["stepper"].settings.gamma == 2
     assert at.query_params["gamma"] == ["2"] or at.query_params["gamma"] == "2"
+
+
+def warnings(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning]
+
+
+def test_link_values_out_of_range_are_clamped_with_a_notice(tiny_pair_dirs):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["target"] = tiny_pair_dirs["target"]
+    at.session_state["drafter"] = tiny_pair_dirs["draft"]
+    at.query_params.update({"gamma": "-1", "top_p": "0", "max_new_tokens": "999999", "temperature": "nan",
+                            "prompt": "The quick brown fox"})  # fmt: skip
+    at.run()
+    assert_clean(at)
+    said = " ".join(warnings(at))
+    assert "gamma=-1 is out of range: using the smallest allowed, 1" in said
+    assert "top_p=0 is out of range" in said and "max_new_tokens=999999" in said
+    assert "temperature='nan' is not a valid value: using the default, 1.0" in said
+    state = at.session_state
+    shown = (state["gamma"], state["top_p"], state["max_new_tokens"], state["temperature"])
+    assert shown == (1, 0.05, 256, 1.0)
+    assert at.slider(key="w_temperature").value == 1.0  # a working slider, not a broken one
+    at.switch_page(ROUNDS).run()
+    assert_clean(at)
+    assert not any("From the link" in w for w in warnings(at))  # said once, not on every page
+
+
+def count_loads(monkeypatch, fail_with: str | None = None) -> list:
+    """Replace ModelPair.load by a counter (that fails with `fail_with`, if given)."""
+    from specdec.errors import SpecDecError
+    from specdec.models.pair import ModelPair
+
+    calls, real = [], ModelPair.load.__func__
+
+    def load(cls, target, drafter=None):
+        calls.append((target, drafter))
+        if fail_with:
+            raise SpecDecError(fail_with)
+        return real(cls, target, drafter)
+
+    monkeypatch.setattr(ModelPair, "load", classmethod(load))
+    return calls
+
+
+def test_a_link_naming_a_model_off_the_allow_list_loads_nothing(tiny_pair_dirs, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOWED_MODELS", f"{tiny_pair_dirs['target']},{tiny_pair_dirs['draft']}")
+    calls = count_loads(monkeypatch)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["target"] = tiny_pair_dirs["target"]
+    at.query_params.update({"drafter": "gpt2"})
+    at.run()
+    assert_clean(at)
+    assert any("this server does not load the drafter 'gpt2'" in e for e in errors(at)), errors(at)
+    assert calls == []
+
+
+def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch):
+    calls = count_loads(monkeypatch, fail_with="could not load model 'nowhere/model': offline")
+    at = make_app(tiny_pair_dirs, target="nowhere/model")
+    at.run()
+    at.run()
+    assert_clean(at)
+    assert any("could not load model 'nowhere/model'" in e for e in errors(at))
+    assert calls == [("nowhere/model", tiny_pair_dirs["draft"])]  # once, not on every rerun
+    at.button(key="b_retry_load").click().run()
+    assert len(calls) == 2
+
+
+def test_a_prompt_over_the_servers_cap_is_a_message(tiny_pair_dirs, monkeypatch):
+    monkeypatch.setenv("SPECDEC_MAX_PROMPT_CHARS", "40")
+    at = make_app(tiny_pair_dirs, ROUNDS, prompt="x" * 41)
+    assert_clean(at)
+    assert any("this server accepts at most 40" in e for e in errors(at)), errors(at)
+
+
+def test_stop_keeps_what_a_long_run_measured(tiny_pair_dirs):
+    """The shared helper saves after every step: a Stop (here, the flag set mid-run) keeps the work."""
+
+    def script():
+        import streamlit as st
+
+        from app_pages import ui
+
+        def steps():
+            for i in range(5):
+                if i == 2:
+                    st.session_state["_stop"] = True
+                yield i
+
+        saved = {}
+        ui.run_with_progress(steps(), 5, str, "_stop", lambda items, finished: saved.update(
+            items=list(items), finished=finished))  # fmt: skip
+        st.write(f"saved {saved['items']} finished={saved['finished']}")
+
+    at = AppTest.from_function(script, default_timeout=30).run()
+    assert_clean(at)
+    assert at.markdown[0].value == "saved [0, 1, 2] finished=False"

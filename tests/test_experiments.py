@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from specdec.config import SamplingConfig, Settings
+from specdec.errors import SpecDecError
 from specdec.lab import guarantee
 from specdec.lab import timing as ex
 from specdec.lab.stats import tv_distance
@@ -79,3 +80,26 @@ def test_compare_drafters(pair, prompt_ids):
     ngram = ModelPair(pair.target, None)
     rows = list(ex.compare_drafters({"n-gram": ngram, "model": pair}, prompt_ids, Settings(max_new_tokens=8)))
     assert [r["drafter"] for r in rows] == [ex.TARGET, "n-gram", "model"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"rows": [{"category": "code", "prompt": "p", "acceptance_rate": "abc", "tokens_per_pass": 1.0,
+                    "speedup": 1.0}]}, "acceptance_rate must be a number, got 'abc'"),
+        ({"rows": [{"category": "code", "prompt": "p", "acceptance_rate": None, "tokens_per_pass": 1.0,
+                    "speedup": 1.0}]}, "acceptance_rate must be a number, got None"),
+        ({"rows": [{"category": "code", "prompt": "p", "acceptance_rate": 0.5, "tokens_per_pass": True,
+                    "speedup": 1.0}]}, "tokens_per_pass must be a number"),
+        ({"rows": [{"category": "code"}]}, "row 1 of the file lacks"),
+        ({"rows": []}, "expected JSON with a 'rows' list"),
+        ([1, 2], "expected JSON with a 'rows' list"),
+    ],
+    ids=["text", "null", "bool", "missing-keys", "no-rows", "not-an-object"],
+)  # fmt: skip
+def test_saved_results_are_checked_for_types_as_well_as_keys(data, message):
+    with pytest.raises(SpecDecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ex.check_saved_results(data)
+    good = {"rows": [{"category": "code", "prompt": "p", "acceptance_rate": 0.5, "tokens_per_pass": 2,
+                      "speedup": 1.2}]}  # fmt: skip
+    assert ex.check_saved_results(good) is good

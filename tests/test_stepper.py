@@ -21,10 +21,10 @@ def pair(tiny_pair_dirs):
     return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
 
 
-def make(pair, temperature=1.0, max_new_tokens=20, seed=0, lock=None):
+def make(pair, temperature=1.0, max_new_tokens=20, seed=0, lock=None, prompt=PROMPT, **options):
     settings = Settings(3, SamplingConfig(temperature=temperature), max_new_tokens, seed)
-    ids = pair.encode_prompt(PROMPT, chat=False, max_new_tokens=max_new_tokens)
-    return Stepper(pair, ids, settings, **({"lock": lock} if lock else {}))
+    ids = pair.encode_prompt(prompt, chat=False, max_new_tokens=max_new_tokens)
+    return Stepper(pair, ids, settings, **({"lock": lock} if lock else {}), **options)
 
 
 def run_to_end(stepper):
@@ -91,25 +91,43 @@ def test_counters_and_output_tokens_agree_with_metrics(pair):
     assert len(stepper.output_tokens(upto=0)) == len(stepper.traces[0].emitted_tokens)
 
 
+class CountingLock:
+    def __init__(self):
+        self.lock, self.entered = threading.Lock(), 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+
 def test_model_use_goes_through_the_lock(pair):
-    class CountingLock:
-        def __init__(self):
-            self.lock, self.entered = threading.Lock(), 0
-
-        def __enter__(self):
-            self.entered += 1
-            return self.lock.__enter__()
-
-        def __exit__(self, *exc):
-            return self.lock.__exit__(*exc)
-
     lock = CountingLock()
     stepper = make(pair, lock=lock)
     stepper.step()
     stepper.step()
     stepper.back()
     stepper.step()  # a replay: no model call
-    assert lock.entered == 2
+    # The prompt fits one chunk: target prefill, draft prefill, the prefill's end, then two rounds.
+    assert lock.entered == 2 + 1 + 2
+
+
+def test_a_long_prompt_goes_in_chunks_with_the_lock_released_between(pair):
+    """Chunked prefill: each chunk holds the lock alone, so another session waits one chunk at most;
+    and the run is the same as with the prompt fed in one pass."""
+    prompt = "def add(a, b):\n    return a + b\n" * 6
+    ids = pair.encode_prompt(prompt, chat=False, max_new_tokens=20)
+    lock = CountingLock()
+    chunked = make(pair, lock=lock, prompt=prompt, prefill_chunk=8, seed=2)
+    first = chunked.step()
+    chunks = -(-(len(ids) - 1) // 8)  # per model, rounded up
+    assert lock.entered == 2 * chunks + 1 + 1
+    whole = make(pair, prompt=prompt, prefill_chunk=10_000, seed=2)
+    assert first.emitted_tokens == whole.step().emitted_tokens
+    assert [t.emitted_tokens for t in run_to_end(chunked).traces] == [
+        t.emitted_tokens for t in run_to_end(whole).traces]  # fmt: skip
 
 
 def test_sessions_in_threads_do_not_disturb_each_other(pair):

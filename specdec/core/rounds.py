@@ -89,10 +89,19 @@ def _trace(
     )
 
 
-def _prefill(model: CachedModel, tokens: list[int]) -> None:
-    """Feed the prompt but its last token, which each step feeds itself (with the drafts, if any)."""
-    if len(tokens) > 1:
-        model.extend(tokens[:-1], keep_last=1)
+def prefill(model: CachedModel, tokens: list[int], chunk_size: int = 0) -> Iterator[int]:
+    """Feed the prompt but its last token (each step feeds that itself, with the drafts, if any).
+
+    Tokens the cache already holds are skipped. With `chunk_size` > 0 the prompt goes in passes of
+    that many tokens (chunked prefill, as serving engines do) and the number of tokens cached is
+    yielded after each, so a server can let other sessions use the model in between.
+    """
+    end = len(tokens) - 1
+    while model.cache_length < end:
+        start = model.cache_length
+        stop = min(end, start + chunk_size) if chunk_size > 0 else end
+        model.extend(tokens[start:stop], keep_last=1)
+        yield stop
 
 
 def _cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[int], bool]:
@@ -115,7 +124,8 @@ def speculative_rounds(
     """Draft gamma tokens, verify them in one target pass, keep the accepted ones; repeat."""
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
-    _prefill(target, tokens)
+    for _ in prefill(target, tokens):
+        pass
     num_new, index = 0, 0
     while num_new < max_new_tokens:
         # Leave room for the one token the target always adds, so we never overshoot the budget.
@@ -168,7 +178,8 @@ def target_only_steps(
 ) -> Iterator[TargetStep]:
     """Plain decoding, the baseline: one target pass per token, through the same CachedModel."""
     tokens = list(prompt_ids)
-    _prefill(target, tokens)
+    for _ in prefill(target, tokens):
+        pass
     for index in range(max_new_tokens):
         start = time.perf_counter()
         probs = warp_probs(target.extend(tokens[-1:]), sampling)  # (1, vocab)

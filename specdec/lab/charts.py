@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 
 import altair as alt
+import pandas as pd
 import plotly.graph_objects as go
 
 from specdec.core.metrics import SpeedupTheory, expected_speedup
@@ -434,8 +435,9 @@ TIMELINE_COLORS = {"accepted": ACCEPT_COLOR, "rejected": REJECT_COLOR, "not test
 TIMELINE_PICK = "pick"  # the selection's name: a click on a round selects {"round": n}
 
 
-def timeline_rows(traces: list[RoundTrace], labels: dict[int, str]) -> list[dict]:
-    """One cell per drafted token and one for the token each round adds, with its fate."""
+def timeline_rows(traces: list[RoundTrace], labels: dict[int, str], shown: int = -1) -> list[dict]:
+    """One cell per drafted token and one for the token each round adds, with its fate; `shown`
+    (a round index) marks the cells of the round on screen."""
     rows = []
     for trace in traces:
         for i, token in enumerate(trace.drafted_tokens):
@@ -443,10 +445,10 @@ def timeline_rows(traces: list[RoundTrace], labels: dict[int, str]) -> list[dict
                 "not tested"
             )  # fmt: skip
             rows.append({"round": trace.index + 1, "slot": i + 1, "fate": fate,
-                         "token": labels.get(token, "")})  # fmt: skip
+                         "token": labels.get(token, ""), "shown": trace.index == shown})  # fmt: skip
         rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 1,
                      "fate": "bonus" if trace.is_bonus else "resampled",
-                     "token": labels.get(trace.next_token, "")})  # fmt: skip
+                     "token": labels.get(trace.next_token, ""), "shown": trace.index == shown})  # fmt: skip
     return rows
 
 
@@ -454,19 +456,20 @@ def timeline_chart(traces: list[RoundTrace], labels: dict[int, str], shown: int)
     """Every round so far as a column of cells (drafts, then the added token); the shown round outlined.
 
     Clicking a column selects its round (TIMELINE_PICK). Token labels appear only in the tooltip,
-    which Vega renders as text, not HTML.
+    which Vega renders as text, not HTML. The rounds go in as a data frame and the spec never changes
+    with them, so a browser updates the drawn chart's data instead of building a new one each Step.
     """
     pick = alt.selection_point(name=TIMELINE_PICK, fields=["round"], on="click", clear=False)
     fates = list(TIMELINE_COLORS)
     return (
-        alt.Chart(alt.Data(values=timeline_rows(traces, labels)))
+        alt.Chart(pd.DataFrame(timeline_rows(traces, labels, shown)))
         .mark_rect(cornerRadius=2, stroke=HIGHLIGHT_LINE)
         .encode(
             x=alt.X("round:O", title="round (click one to show it)", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("slot:O", title=None, axis=None),
             color=alt.Color("fate:N", scale=alt.Scale(domain=fates, range=list(TIMELINE_COLORS.values())),
                             legend=alt.Legend(orient="right", title=None)),
-            strokeWidth=alt.condition(f"datum.round == {shown + 1}", alt.value(2.5), alt.value(0)),
+            strokeWidth=alt.condition("datum.shown", alt.value(2.5), alt.value(0)),
             tooltip=[alt.Tooltip("round:O"), alt.Tooltip("slot:O", title="position"),
                      alt.Tooltip("token:N"), alt.Tooltip("fate:N")],
         )

@@ -10,15 +10,16 @@ from __future__ import annotations
 import csv
 import io
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from specdec.config import Settings
+from specdec.config import ServerLimits, Settings
 from specdec.core.metrics import summarize
 from specdec.core.records import RoundTrace
-from specdec.lab.lock import MODEL_LOCK
+from specdec.lab.lock import MODEL_LOCK, ModelLock, held, locked_steps
 from specdec.lab.tokens import token_label
 from specdec.models.pair import ModelPair
-from specdec.models.runs import rounds
+from specdec.models.runs import RunModels, rounds
 
 # Where an emitted token came from (the output line is coloured by this).
 ACCEPTED, RESAMPLED, BONUS = "accepted", "resampled", "bonus"
@@ -57,12 +58,14 @@ class Stepper:
         pair: ModelPair,
         prompt_ids: list[int],
         settings: Settings,
-        lock: threading.Lock = MODEL_LOCK,
+        lock: ModelLock | threading.Lock = MODEL_LOCK,
+        prefill_chunk: int = ServerLimits.prefill_chunk,
     ):
         self.pair = pair
         self.prompt_ids = list(prompt_ids)
         self.settings = settings
         self.lock = lock
+        self.prefill_chunk = prefill_chunk  # prompt tokens per locked pass (chunked prefill)
         self._labels: dict[int, str] = {}
         self.reset()
 
@@ -74,6 +77,11 @@ class Stepper:
         self.finished = False
 
     @property
+    def prompt_read(self) -> bool:
+        """Whether both models hold the prompt already (see read_prompt)."""
+        return self._rounds is not None
+
+    @property
     def current(self) -> RoundTrace | None:
         return self.traces[self.shown] if self.shown >= 0 else None
 
@@ -82,16 +90,21 @@ class Stepper:
         """True when no further round exists: generation stopped and the last round is shown."""
         return self.finished and self.shown == len(self.traces) - 1
 
-    def step(self) -> RoundTrace | None:
-        """Show the next round (computing it if needed); None once generation has finished."""
+    def step(self, on_wait: Callable[[int], None] | None = None) -> RoundTrace | None:
+        """Show the next round (computing it if needed); None once generation has finished.
+
+        Each use of the models holds the shared lock: the prompt goes in chunk by chunk (the lock
+        is released between chunks, so a long prompt delays other sessions by one chunk at most),
+        then one round. `on_wait(requests ahead)` is told while this session waits its turn.
+        """
         if self.shown < len(self.traces) - 1:
             self.shown += 1
             return self.current
         if self.finished:
             return None
-        with self.lock:
-            if self._rounds is None:
-                self._rounds = rounds(self.pair, self.prompt_ids, self.settings)
+        for _ in self.read_prompt(on_wait):  # a no-op once the prompt has been read
+            pass
+        with held(self.lock, on_wait):
             trace = next(self._rounds, None)
         if trace is None:
             self.finished = True
@@ -103,6 +116,17 @@ class Stepper:
         ):
             self.finished = True  # the generator would end here; say so without another call
         return trace
+
+    def read_prompt(self, on_wait: Callable[[int], None] | None = None) -> Iterator[float]:
+        """Feed the prompt to both models, chunk by chunk, each chunk under the lock; yields the
+        fraction read so far. Needed before the first round (and again after a reset); a page can
+        do it when the prompt is set, so that Step then only runs a round."""
+        if self._rounds is not None:
+            return
+        models = RunModels.of(self.pair)
+        for read, _ in locked_steps(models.prefill(self.prompt_ids, self.prefill_chunk), self.lock, on_wait):
+            yield read
+        self._rounds = rounds(self.pair, self.prompt_ids, self.settings, models)
 
     def back(self) -> None:
         self.shown = max(-1, self.shown - 1)

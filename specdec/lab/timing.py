@@ -21,23 +21,11 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.metrics import RunMetrics, SpeedupTheory, speedup_theory, summarize
 from specdec.core.records import RoundTrace
 from specdec.errors import SpecDecError
-from specdec.lab.lock import MODEL_LOCK
+from specdec.lab.lock import MODEL_LOCK, locked_steps
 from specdec.models.pair import ModelPair
 from specdec.models.runs import rounds, target_steps
 
 SPECULATIVE, TARGET = "speculative", "target only"
-
-
-def locked_steps(iterator: Iterator, lock) -> Iterator[tuple[object, float]]:
-    """(item, seconds) per item; each item is computed under `lock`, timed inside it."""
-    while True:
-        with lock:
-            start = time.perf_counter()
-            item = next(iterator, None)
-            seconds = time.perf_counter() - start
-        if item is None:
-            return
-        yield item, seconds
 
 
 # -- one run, timed ---------------------------------------------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from functools import cached_property
@@ -190,6 +192,18 @@ def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> Non
         shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
 
 
+@functools.cache
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub answers (asked once per process; HF_HUB_OFFLINE=1 means no)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
 def resolve_model_path(name: str) -> str:
     """A user-facing model name -> something from_pretrained accepts."""
     if name == BUNDLED_TARGET:
@@ -207,14 +221,19 @@ def load_model(name: str, fast: bool = False) -> LoadedModel:
     device, dtype = pick_device(fast)
     path = resolve_model_path(name)
     transformers_logging.disable_progress_bar()  # a load from disk takes a second; no bar needed
+    # A folder loads from disk; a Hugging Face id needs the hub unless it is in the local cache.
+    # Offline, ask only the cache: a failed download is retried for ~50 s otherwise.
+    local_only = not Path(path).exists() and not hub_reachable()
+    options = {"trust_remote_code": False, "local_files_only": local_only}
     try:
         # Only the config first: it fails fast and clearly for unknown ids and folders.
-        AutoConfig.from_pretrained(path, trust_remote_code=False)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, use_safetensors=True, trust_remote_code=False
-        )
+        AutoConfig.from_pretrained(path, **options)
+        tokenizer = AutoTokenizer.from_pretrained(path, **options)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True, **options)
     except (OSError, ValueError, KeyError) as error:
+        if local_only:
+            raise SpecDecError(f"could not load model '{name}': it is not a folder here, not in the local "
+                               "Hugging Face cache, and the hub cannot be reached") from error  # fmt: skip
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise SpecDecError(f"could not load model '{name}': {first_line}") from error
     except torch.OutOfMemoryError as error:

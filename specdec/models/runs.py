@@ -10,9 +10,10 @@ import torch
 
 from specdec.config import Settings
 from specdec.core.cached_model import CachedModel
+from specdec.core.drafters import Drafter, ModelDrafter
 from specdec.core.metrics import summarize
 from specdec.core.records import RoundTrace, TargetStep
-from specdec.core.rounds import speculative_rounds, target_only_steps
+from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
 from specdec.models.pair import ModelPair
 
 
@@ -21,11 +22,35 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def rounds(pair: ModelPair, prompt_ids: list[int], settings: Settings) -> Iterator[RoundTrace]:
-    """Speculative decoding, one trace per round, with fresh caches and generator for this run."""
-    target = CachedModel(pair.target.model, pair.target.vocab_size)
+@dataclass
+class RunModels:
+    """One run's view of the pair: the target with a fresh KV cache, and a fresh drafter."""
+
+    target: CachedModel
+    drafter: Drafter
+
+    @classmethod
+    def of(cls, pair: ModelPair) -> RunModels:
+        return cls(CachedModel(pair.target.model, pair.target.vocab_size), pair.new_drafter())
+
+    def prefill(self, prompt_ids: list[int], chunk_size: int) -> Iterator[float]:
+        """Both caches fed the prompt in chunks (see core.rounds.prefill); after every pass, yields
+        the fraction of the work done (the target's share counts like the draft's, token for token)."""
+        caches = [self.target] + ([self.drafter.cached] if isinstance(self.drafter, ModelDrafter) else [])
+        per_cache = max(len(prompt_ids) - 1, 1)
+        for number, cache in enumerate(caches):
+            for fed in prefill(cache, prompt_ids, chunk_size):
+                yield (number * per_cache + fed) / (len(caches) * per_cache)
+
+
+def rounds(
+    pair: ModelPair, prompt_ids: list[int], settings: Settings, models: RunModels | None = None
+) -> Iterator[RoundTrace]:
+    """Speculative decoding, one trace per round, with fresh caches (or `models`, maybe prefilled)
+    and a fresh generator for this run."""
+    models = models or RunModels.of(pair)
     return speculative_rounds(
-        target, pair.new_drafter(), prompt_ids, settings.gamma, settings.sampling,
+        models.target, models.drafter, prompt_ids, settings.gamma, settings.sampling,
         _generator(settings.seed), settings.max_new_tokens, pair.stop_token_ids,
     )  # fmt: skip
 

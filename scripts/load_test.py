@@ -1,0 +1,165 @@
+"""A classroom against one server: N real browser sessions step through rounds at the same time.
+
+    .venv/bin/python scripts/load_test.py --url http://localhost:8501 --sessions 8 --clicks 5 \
+        --server-log server.log
+
+Each session opens the round view (animation off), then clicks Step `--clicks` times, each click as
+soon as the previous round is shown and the page is idle, and times click -> round shown on the
+page's own clock. It prints the
+latency per click (median, p95, max), rounds against clicks per session, and every traceback in the
+server's log (the server's stdout and stderr, if given). Exit status 1 if a session's rounds differ
+from its clicks or the log holds a traceback. No timing goal is asserted here: the numbers are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+PROMPT = "Write a Python function that checks whether a string is a palindrome."
+ROUND_SHOWN_TIMEOUT_MS = 120_000
+# Click Step and time, on the page's own clock, until the heading of round `number` is in the page:
+# what a student waits for, without the test driver's own overhead in the number.
+CLICK_AND_TIME = """(number) => new Promise((resolve, reject) => {
+    const step = [...document.querySelectorAll('button')].find(b => b.innerText.includes('Step'));
+    const heading = new RegExp('^Round ' + number + ' of');
+    const shown = () => [...document.querySelectorAll('h3')].some(h => heading.test(h.innerText));
+    const start = performance.now();
+    const watcher = new MutationObserver(() => {
+        if (shown()) { watcher.disconnect(); resolve(performance.now() - start); }
+    });
+    watcher.observe(document.body, {subtree: true, childList: true, characterData: true});
+    setTimeout(() => { watcher.disconnect(); reject(new Error('round ' + number + ' not shown')); },
+               """ + str(ROUND_SHOWN_TIMEOUT_MS) + """);
+    step.click();
+})"""
+
+
+@dataclass
+class SessionResult:
+    clicks: int = 0
+    rounds: int = 0
+    latencies: list[float] = field(default_factory=list)
+    error: str | None = None
+
+
+async def _metric(page, label: str) -> int:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return int((await box.locator('[data-testid="stMetricValue"]').inner_text()).strip())
+
+
+async def _idle(page) -> None:
+    await page.wait_for_timeout(300)
+    await page.wait_for_function(
+        """() => !document.querySelector('[data-testid="stStatusWidget"]')
+                 && !document.querySelector('[data-stale="true"]')""",
+        timeout=ROUND_SHOWN_TIMEOUT_MS,
+    )
+
+
+async def run_session(browser, url: str, clicks: int, params: dict[str, str]) -> SessionResult:
+    result = SessionResult()
+    page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(ROUND_SHOWN_TIMEOUT_MS)
+    try:
+        await page.goto(f"{url}/rounds?{urlencode(params)}")
+        step = page.get_by_role("button", name=re.compile("Step"))
+        await step.wait_for()
+        await _idle(page)
+        if await page.get_by_role("switch", name="Animate stages").is_checked():
+            await page.get_by_text("Animate stages").click()
+            await _idle(page)
+        for number in range(1, clicks + 1):
+            await step.wait_for()
+            result.clicks += 1
+            result.latencies.append(await page.evaluate(CLICK_AND_TIME, number) / 1000)
+            await _idle(page)
+        await page.wait_for_timeout(1000)  # a stray extra round would show by now
+        await _idle(page)
+        result.rounds = await _metric(page, "Rounds")
+    except Exception as error:  # noqa: BLE001 - reported per session, the others go on
+        result.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        try:
+            result.rounds = await _metric(page, "Rounds")
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        await page.close()
+    return result
+
+
+async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str]) -> list[SessionResult]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            return await asyncio.gather(*(run_session(browser, url, clicks, params) for _ in range(sessions)))
+        finally:
+            await browser.close()
+
+
+def tracebacks(log_text: str) -> list[str]:
+    """The first line after each 'Traceback' in a server log, with the exception's last line."""
+    found, lines = [], log_text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            tail = next((later for later in lines[i + 1 :] if later and not later.startswith(" ")), "?")
+            found.append(tail)
+    return found
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def report(results: list[SessionResult], log_text: str | None) -> tuple[str, bool]:
+    latencies = [s for r in results for s in r.latencies]
+    lines = [f"sessions: {len(results)}, clicks per session: {max((r.clicks for r in results), default=0)}"]
+    if latencies:
+        lines.append(f"click -> round shown: median {statistics.median(latencies):.2f} s, "
+                     f"p95 {percentile(latencies, 0.95):.2f} s, max {max(latencies):.2f} s "
+                     f"({len(latencies)} clicks)")  # fmt: skip
+    ok = True
+    for number, r in enumerate(results, start=1):
+        same = r.rounds == r.clicks and r.error is None
+        ok &= same
+        flags = ("" if same else "  <- MISMATCH") + (f"  error: {r.error}" if r.error else "")
+        lines.append(f"session {number}: {r.clicks} clicks, {r.rounds} rounds{flags}")
+    if log_text is not None:
+        found = tracebacks(log_text)
+        ok &= not found
+        lines.append(f"server log: {len(found)} traceback(s)" + "".join(f"\n  {t}" for t in found))
+    return "\n".join(lines), ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://localhost:8501")
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--clicks", type=int, default=5)
+    parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
+    args = parser.parse_args(argv)
+    params = {"prompt": args.prompt, "seed": "0"}
+    results = asyncio.run(run_load(args.url.rstrip("/"), args.sessions, args.clicks, params))
+    log_text = args.server_log.read_text(errors="replace") if args.server_log else None
+    text, ok = report(results, log_text)
+    print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
