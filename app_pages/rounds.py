@@ -399,6 +399,7 @@ def round_view() -> None:
     cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
     _counters()
+    _timeline()
     trace = stepper.current
     if trace is None:
         st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
@@ -412,7 +413,6 @@ def round_view() -> None:
         st.markdown(_draft_strip(trace, stage), unsafe_allow_html=True)
         STAGE_VIEWS[stage](trace, labels)
 
-    _timeline()
     st.markdown("**Output so far**")
     shows_current = trace is not None and (state["stage"] or 5) == 5
     upto = stepper.shown if shows_current else stepper.shown - 1

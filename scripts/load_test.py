@@ -18,6 +18,7 @@ import asyncio
 import re
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -99,13 +100,37 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str]) ->
     return result
 
 
-async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str]) -> list[SessionResult]:
+async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int) -> float:
+    """One more session that opens the round view with a `chars`-character prompt (the server reads
+    it in chunks while the others step); -> seconds until its Step button is ready."""
+    page = await browser.new_page()
+    page.set_default_timeout(600_000)
+    text = ("def total(values):\n    return sum(v for v in values if v is not None)\n\n" * chars)[:chars]
+    start = time.perf_counter()
+    try:
+        await page.goto(f"{url}/rounds?{urlencode(params | {'prompt': text})}")
+        await page.get_by_role("button", name=re.compile("Step")).wait_for()
+        await _idle(page)
+        return time.perf_counter() - start
+    finally:
+        await page.close()
+
+
+async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
+                   long_prompt_chars: int = 0) -> tuple[list[SessionResult], float | None]:  # fmt: skip
+    """-> (each stepping session's result, seconds the long-prompt session took to open, if any)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            return await asyncio.gather(*(run_session(browser, url, clicks, params) for _ in range(sessions)))
+            steppers = [run_session(browser, url, clicks, params) for _ in range(sessions)]
+            if not long_prompt_chars:
+                return list(await asyncio.gather(*steppers)), None
+            long_one = asyncio.create_task(open_long_prompt(browser, url, params, long_prompt_chars))
+            await asyncio.sleep(2.0)  # its prompt is being read when the others start stepping
+            results = await asyncio.gather(*steppers)
+            return list(results), await long_one
         finally:
             await browser.close()
 
@@ -152,12 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clicks", type=int, default=5)
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
+    parser.add_argument("--long-prompt-chars", type=int, default=0,
+                        help="one more session opens a prompt this long while the others step")  # fmt: skip
     args = parser.parse_args(argv)
     params = {"prompt": args.prompt, "seed": "0"}
-    results = asyncio.run(run_load(args.url.rstrip("/"), args.sessions, args.clicks, params))
+    results, long_seconds = asyncio.run(
+        run_load(args.url.rstrip("/"), args.sessions, args.clicks, params, args.long_prompt_chars)
+    )
     log_text = args.server_log.read_text(errors="replace") if args.server_log else None
     text, ok = report(results, log_text)
     print(text)
+    if long_seconds is not None:
+        print(f"meanwhile, a {args.long_prompt_chars:,}-character prompt was read in {long_seconds:.1f} s")
     return 0 if ok else 1
 
 

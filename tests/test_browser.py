@@ -134,6 +134,14 @@ def step(page) -> None:
     assert int(metric(page, "Rounds")) == before + 1
 
 
+def click_timeline_column(page, chart, number: int, columns: int) -> None:
+    """Click round `number`'s column of the Altair timeline (the plot spans the chart's width; the
+    legend sits above it, the round numbers below)."""
+    box = chart.bounding_box()
+    x = box["x"] + 2 + (box["width"] - 4) * (number - 0.5) / columns
+    page.mouse.click(x, box["y"] + box["height"] * 0.55)
+
+
 def show_stage(page, stage: str) -> None:
     page.get_by_role("radio", name=stage, exact=True).click()
     wait_idle(page)
@@ -175,7 +183,16 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         page.get_by_role("button", name=re.compile("Pause")).click()
         wait_idle(page)
         page.screenshot(path=ARTIFACTS / "tiny-after-play.png", full_page=True)
-        assert int(metric(page, "Rounds")) >= 3
+        computed = int(metric(page, "Rounds"))
+        assert computed >= 3
+        # The timeline: one column per round; a click on the first column shows round 1.
+        chart = page.locator('[data-testid="stVegaLiteChart"]').first
+        chart.wait_for()
+        page.wait_for_timeout(500)  # Vega draws after the element appears
+        click_timeline_column(page, chart, 1, computed)
+        page.get_by_text(f"Round 1 of {computed} computed").wait_for(timeout=20_000)
+        wait_idle(page)
+        assert metric(page, "Rounds") == "1"
         # Animated stages: a Step starts at stage 1 and the stages advance on their own to 5.
         set_animation(page, True)
         page.get_by_role("button", name=re.compile("Step")).click()
@@ -199,7 +216,7 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
 
     pair = ModelPair.load(target, drafter)
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
-                        int(params.get("max_new_tokens", 48)), int(params["seed"]))  # fmt: skip
+                        int(params.get("max_new_tokens", Settings.max_new_tokens)), int(params["seed"]))  # fmt: skip
     stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
     while stepper.step() is not None:
         pass
@@ -251,3 +268,23 @@ if __name__ == "__main__":  # screenshots for people to look at
             for path in screenshot_stages(page, f"{prefix}-{kind}", rounds=wanted[kind] + 1 - done):
                 print(path)
             done = wanted[kind] + 1
+
+
+def test_stop_during_a_race_keeps_what_was_measured():
+    """Stop reruns the page; the race saved itself after every pass, so its numbers stay on screen.
+    The bundled target (with n-gram drafting) is slow enough to be stopped half-way."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    params = {"prompt": "Write a short poem about the sea.", "gamma": "4", "max_new_tokens": "128", "seed": "0"}
+    with streamlit_server({"SPECDEC_DRAFTER": "ngram"}) as base, browser_page() as page:
+        page.goto(f"{base}/speedup?{urlencode(params)}")
+        page.get_by_role("button", name="Run the race").click()
+        page.get_by_text(re.compile(r"Speculative · [1-9]\d* tokens")).wait_for()
+        page.wait_for_timeout(1500)
+        main = page.get_by_test_id("stMainBlockContainer")
+        main.get_by_role("button", name="Stop", exact=True).click()
+        page.get_by_text("Stopped: the numbers below cover the tokens produced so far.").wait_for()
+        wait_idle(page)
+        page.screenshot(path=ARTIFACTS / "race-stopped.png", full_page=True)
+        assert metric(page, "Measured speed-up").endswith("x")
+        produced = int(re.search(r"Target only · (\d+) tokens", page.inner_text("body")).group(1))
+        assert 0 < produced < 128

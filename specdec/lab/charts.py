@@ -468,11 +468,11 @@ def timeline_chart(traces: list[RoundTrace], labels: dict[int, str], shown: int)
             x=alt.X("round:O", title="round (click one to show it)", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("slot:O", title=None, axis=None),
             color=alt.Color("fate:N", scale=alt.Scale(domain=fates, range=list(TIMELINE_COLORS.values())),
-                            legend=alt.Legend(orient="right", title=None)),
+                            legend=alt.Legend(orient="top", title=None, direction="horizontal")),
             strokeWidth=alt.condition("datum.shown", alt.value(2.5), alt.value(0)),
             tooltip=[alt.Tooltip("round:O"), alt.Tooltip("slot:O", title="position"),
                      alt.Tooltip("token:N"), alt.Tooltip("fate:N")],
         )
         .add_params(pick)
-        .properties(height=150)
+        .properties(height={"step": 16})  # one 16-pixel row per drafted position
     )  # fmt: skip

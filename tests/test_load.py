@@ -1,0 +1,50 @@
+"""A small classroom in CI: scripts/load_test.py drives three real browser sessions at once against
+the app with the tiny pair. Asserts that every session shows exactly as many rounds as it clicked
+and that the server logged no traceback; the latencies are printed, never asserted."""
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from test_browser import ARTIFACTS, CHROMIUM, streamlit_server
+
+pytest.importorskip("playwright.async_api")
+pytestmark = [
+    pytest.mark.slow,  # a real server and real browsers
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
+]
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "load_test.py"
+
+
+def load_test_module():
+    spec = importlib.util.spec_from_file_location("load_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["load_test"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_three_sessions_stepping_at_once_get_one_round_per_click(tiny_pair_dirs):
+    load_test = load_test_module()
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
+           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}  # fmt: skip
+    with streamlit_server(env) as base:
+        results, _ = asyncio.run(load_test.run_load(base, 3, 3, {"prompt": "def add(a, b):", "seed": "0"}))
+    text, ok = load_test.report(results, (ARTIFACTS / "server.log").read_text(errors="replace"))
+    print(text)
+    assert [(r.clicks, r.rounds, r.error) for r in results] == [(3, 3, None)] * 3, text
+    assert "0 traceback(s)" in text and ok
+
+
+def test_the_report_finds_tracebacks_and_mismatches():
+    load_test = load_test_module()
+    log = "started\nTraceback (most recent call last):\n  File \"x.py\", line 1\nAttributeError: boom\nok\n"
+    assert load_test.tracebacks(log) == ["AttributeError: boom"]
+    good = load_test.SessionResult(clicks=2, rounds=2, latencies=[0.1, 0.3])
+    extra = load_test.SessionResult(clicks=2, rounds=3, latencies=[0.2, 0.2])
+    text, ok = load_test.report([good, extra], log)
+    assert not ok and "MISMATCH" in text and "1 traceback(s)" in text
+    assert "median 0.20 s" in text
