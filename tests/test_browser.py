@@ -215,8 +215,9 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     from specdec.models.pair import ModelPair
 
     pair = ModelPair.load(target, drafter)
+    budget = int(params.get("max_new_tokens", Settings.max_new_tokens))
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
-                        int(params.get("max_new_tokens", Settings.max_new_tokens)), int(params["seed"]))  # fmt: skip
+                        budget, int(params["seed"]))  # fmt: skip
     stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
     while stepper.step() is not None:
         pass
@@ -274,7 +275,8 @@ def test_stop_during_a_race_keeps_what_was_measured():
     """Stop reruns the page; the race saved itself after every pass, so its numbers stay on screen.
     The bundled target (with n-gram drafting) is slow enough to be stopped half-way."""
     ARTIFACTS.mkdir(exist_ok=True)
-    params = {"prompt": "Write a short poem about the sea.", "gamma": "4", "max_new_tokens": "128", "seed": "0"}
+    params = {"prompt": "Write a short poem about the sea.", "gamma": "4", "max_new_tokens": "128",
+              "seed": "0"}  # fmt: skip
     with streamlit_server({"SPECDEC_DRAFTER": "ngram"}) as base, browser_page() as page:
         page.goto(f"{base}/speedup?{urlencode(params)}")
         page.get_by_role("button", name="Run the race").click()

@@ -3,6 +3,7 @@
 Every drafter has the same two methods, so adding a way of drafting is adding a class:
     propose(token_ids, num_tokens, sampling, generator) -> Draft
     rollback(length)   # after verification: only the first `length` tokens of the sequence survived
+and say how many tokens their cache holds (`cache_length`, None without a cache).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Drafter(Protocol):
 
     def rollback(self, length: int) -> None: ...
 
+    @property
+    def cache_length(self) -> int | None: ...
+
 
 class ModelDrafter:
     """A small causal LM sharing the target's tokenizer, with a KV cache of its own."""
@@ -69,6 +73,10 @@ class ModelDrafter:
 
     def rollback(self, length: int) -> None:
         self.cached.rollback(length)
+
+    @property
+    def cache_length(self) -> int:
+        return self.cached.cache_length
 
 
 class NgramDrafter:
@@ -103,3 +111,8 @@ class NgramDrafter:
 
     def rollback(self, length: int) -> None:
         """Nothing to forget: the lookup reads the sequence afresh every round."""
+
+    @property
+    def cache_length(self) -> None:
+        """No cache: nothing is remembered between rounds."""
+        return None

@@ -17,6 +17,23 @@ class ShownDistribution:
 
 
 @dataclass(frozen=True)
+class CacheLengths:
+    """How many tokens each model's KV cache held at each step of a round, read from the caches.
+
+    The target's verification pass caches the accepted drafts for free; the draft never fed its last
+    draft (nothing was drafted after it), so after a round where every draft was accepted it re-reads
+    that draft, with the bonus token, at the start of the next round.
+    """
+
+    target_before: int  # the context but its last token
+    target_verified: int  # + the last token and the k drafts (one pass)
+    target_kept: int  # after the roll-back: the context and the accepted drafts
+    draft_before: int | None  # None: a drafter with no cache (n-gram lookup)
+    draft_drafted: int | None  # + what it had not seen, and k - 1 of its drafts
+    draft_kept: int | None  # after the roll-back
+
+
+@dataclass(frozen=True)
 class RoundTrace:
     """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
 
@@ -34,6 +51,7 @@ class RoundTrace:
     emitted_tokens: list[int]  # accepted drafts + next_token (cut after an end-of-sequence token)
     draft_seconds: float
     verify_seconds: float  # the target's forward pass over k + 1 positions
+    caches: CacheLengths | None = None  # the KV caches' lengths during the round
 
     @property
     def num_drafted(self) -> int:

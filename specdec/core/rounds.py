@@ -15,7 +15,7 @@ from specdec.config import SamplingConfig
 from specdec.core.acceptance import Verdict, greedy_accept, speculative_accept
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Drafter
-from specdec.core.records import RoundTrace, ShownDistribution, TargetStep
+from specdec.core.records import CacheLengths, RoundTrace, ShownDistribution, TargetStep
 from specdec.core.sampling import sample, warp_probs
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
@@ -55,6 +55,7 @@ def _trace(
     emitted: list[int],
     draft_seconds: float,
     verify_seconds: float,
+    caches: CacheLengths,
 ) -> RoundTrace:
     k = len(drafted)
 
@@ -86,6 +87,7 @@ def _trace(
         emitted_tokens=emitted,
         draft_seconds=draft_seconds,
         verify_seconds=verify_seconds,
+        caches=caches,
     )
 
 
@@ -133,11 +135,14 @@ def speculative_rounds(
 
         # 1. Draft: k tokens, each with the distribution q it was drawn from.
         start = time.perf_counter()
+        target_before, draft_before = target.cache_length, drafter.cache_length
         draft = drafter.propose(tokens, k, sampling, generator)
+        draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
         # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
         logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
+        target_verified = target.cache_length
         target_probs = warp_probs(logits, sampling)
 
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
@@ -158,10 +163,12 @@ def speculative_rounds(
         surviving = context_length + verdict.num_accepted
         target.rollback(surviving)
         drafter.rollback(surviving)
+        caches = CacheLengths(target_before, target_verified, target.cache_length,
+                              draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
 
         yield _trace(
             index, context_length, draft.tokens, draft.probs, target_probs, verdict,
-            emitted, drafted - start, verified - drafted,
+            emitted, drafted - start, verified - drafted, caches,
         )  # fmt: skip
         index += 1
         if stopped:

@@ -51,3 +51,20 @@ def token_label(pair: ModelPair, token_id: int) -> str:
     if raw and all(char in table for char in raw):  # byte-level BPE: every character is one byte
         return "".join(f"<0x{table[char]:02X}>" for char in raw)
     return visible_text(text) or f"<id {token_id}>"
+
+
+_FENCE = re.compile(r"```([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def prose_and_code(text: str) -> list[tuple[str, str, str | None]]:
+    """Split an answer into ("prose", text, None) and ("code", code, language) parts at ``` fences,
+    so a page can show code as code; an unclosed fence (an answer cut mid-block) runs to the end."""
+    parts, at = [], 0
+    for match in _FENCE.finditer(text):
+        if text[at : match.start()].strip():
+            parts.append(("prose", text[at : match.start()].strip("\n"), None))
+        parts.append(("code", match.group(2).rstrip("\n"), match.group(1) or None))
+        at = match.end()
+    if text[at:].strip():
+        parts.append(("prose", text[at:].strip("\n"), None))
+    return parts

@@ -1,0 +1,75 @@
+"""The KV caches of one round, as rows of cells to draw: step 4 of every round (the roll-back), made visible.
+
+One row per model, one cell per position this round added to its cache, after a block standing for
+what it held before. The lengths come from the trace's CacheLengths, which the round loop read from
+the cache objects themselves; nothing here is recomputed from the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specdec.core.records import RoundTrace
+
+READ = "read"  # a token of the text the model had not seen yet (fed this round)
+DRAFT = "draft"  # a drafted token: fed by the draft to draft the next one; scored by the target
+NOT_FED = "not fed"  # the draft's last proposal: nothing is drafted after it, so it is never fed
+
+
+@dataclass(frozen=True)
+class CacheCell:
+    position: int  # 0-based position in the sequence
+    kind: str  # READ, DRAFT or NOT_FED
+    token: int | None  # the drafted token at this position, where it is one
+    dropped: bool  # removed by the roll-back (shown greyed)
+
+
+@dataclass(frozen=True)
+class CacheRow:
+    model: str  # "target" or "draft"
+    held_before: int  # positions cached before the round (drawn as one block)
+    cells: list[CacheCell]
+    lengths: tuple[int, ...]  # the cache's length at each step shown: before, after its pass, kept
+
+    @property
+    def kept(self) -> int:
+        return self.held_before + sum(cell.kind != NOT_FED and not cell.dropped for cell in self.cells)
+
+
+def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_row: bool) -> list[CacheCell]:
+    """Cells for positions start..stop-1 (and the draft's unfed last proposal); `kept`: None before
+    the roll-back, else the length it kept."""
+    context, drafted = trace.context_length, trace.drafted_tokens
+    cells = []
+    for position in range(start, stop):
+        is_draft = position >= context
+        token = drafted[position - context] if is_draft else None
+        dropped = kept is not None and position >= kept
+        cells.append(CacheCell(position, DRAFT if is_draft else READ, token, dropped))
+    if draft_row and drafted:  # x_k was proposed, never fed
+        last = context + len(drafted) - 1
+        cells.append(CacheCell(last, NOT_FED, drafted[-1], kept is not None and last >= kept))
+    return cells
+
+
+def cache_rows(trace: RoundTrace, stage: int) -> list[CacheRow]:
+    """The caches as the round's stages leave them: stage 1 the draft's pass, stage 2 the target's,
+    from stage 4 the roll-back (what it dropped greyed). Empty when the trace has no cache lengths."""
+    caches = trace.caches
+    if caches is None:
+        return []
+    rolled_back = stage >= 4
+    rows = []
+    if caches.draft_before is not None:
+        kept = caches.draft_kept if rolled_back else None
+        cells = _cells(trace, caches.draft_before, caches.draft_drafted, kept, draft_row=True)
+        lengths = (caches.draft_before, caches.draft_drafted)
+        lengths += (caches.draft_kept,) if rolled_back else ()
+        rows.append(CacheRow("draft", caches.draft_before, cells, lengths))
+    if stage >= 2:
+        kept = caches.target_kept if rolled_back else None
+        cells = _cells(trace, caches.target_before, caches.target_verified, kept, draft_row=False)
+        lengths = (caches.target_before, caches.target_verified)
+        lengths += (caches.target_kept,) if rolled_back else ()
+        rows.insert(0, CacheRow("target", caches.target_before, cells, lengths))
+    return rows
