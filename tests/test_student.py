@@ -108,7 +108,9 @@ def test_an_ngram_drafter_has_no_cache_row(tiny_target, vocab):
 def test_an_answer_with_a_code_block_is_split_into_prose_and_code():
     text = "Here you go:\n```python\ndef f():\n    return 1\n```\nThat is all."
     assert prose_and_code(text) == [
-        ("prose", "Here you go:", None), ("code", "def f():\n    return 1", "python"), ("prose", "That is all.", None)
-    ]  # fmt: skip
+        ("prose", "Here you go:", None),
+        ("code", "def f():\n    return 1", "python"),
+        ("prose", "That is all.", None),
+    ]
     assert prose_and_code("```\nunclosed") == [("code", "unclosed", None)]
     assert prose_and_code("plain <b>text</b>") == [("prose", "plain <b>text</b>", None)]
