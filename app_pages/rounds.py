@@ -1,13 +1,14 @@
 """Round by round: step through speculative decoding, one round in five stages."""
 
 import json
-import re
 
 import streamlit as st
 
-from app_pages import ui
-from specdec.lab import charts
+from app_pages import student, ui
+from app_pages.student import code, md_escape
+from specdec.lab import charts, kvcache
 from specdec.lab.stepper import Stepper
+from specdec.lab.tokens import prose_and_code
 
 STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
 ALL = 10**6
@@ -21,6 +22,7 @@ state.setdefault("animating", False)
 state.setdefault("speed", "normal")
 state.setdefault("animate_stages", True)
 state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while animating
+student.init()
 
 st.title("Round by round")
 st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
@@ -65,7 +67,9 @@ if state.get("_run_key") != run_key:
     state["_figures"] = {}  # (round, chart, position) -> figure: built once, redrawn from here
     state["_run_key"] = run_key
     state["stage"], state["playing"], state["animating"] = 5, False, False
+    student.new_run()
 stepper: Stepper = state["stepper"]
+student.controls()
 
 
 def _read_prompt() -> None:
@@ -103,7 +107,10 @@ def _run_pending_step() -> None:
     def waiting(ahead: int) -> None:
         note.info(f"Waiting for the models: {ahead} request(s) ahead of this one…", icon="⏳")
 
-    if stepper.step(on_wait=waiting) is not None:
+    trace = stepper.step(on_wait=waiting)
+    if trace is not None and student.on_new_round(trace):
+        state["stage"], state["animating"], state["revealed"] = student.ask_stage(), False, ALL
+    elif trace is not None:
         state["stage"] = 1 if state["animate_stages"] else 5
         state["animating"] = state["animate_stages"]
         state["revealed"] = 1 if state["animate_stages"] else ALL
@@ -142,7 +149,7 @@ def _tick() -> None:
         state["stage"] += 1
         state["revealed"] = ALL
         return
-    if not state["playing"]:
+    if not state["playing"] or student.active():  # student mode: each round waits for an answer
         state["animating"] = False
         return
     if stepper.step() is None:
@@ -200,11 +207,6 @@ def _draft_strip(trace, stage: int) -> str:
     return f'<div class="sd-line">{"".join(chips)}</div>'
 
 
-def _md_escape(text: str) -> str:
-    """Untrusted text inside a widget label: Markdown characters shown as themselves."""
-    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$])", r"\\\1", text)
-
-
 def _mark_click() -> None:
     """A widget in the fragment changed: this rerun is a click, not a timer beat."""
     state["_clicked"] = True
@@ -222,7 +224,7 @@ def _position_picker(trace, labels, count: int, label: str, follow: int | None =
 
     def name(i: int) -> str:
         token = labels[trace.drafted_tokens[i]] if i < trace.num_drafted else "bonus slot"
-        return f"{i + 1} · {_md_escape(token)}"
+        return f"{i + 1} · {md_escape(token)}"
 
     key = f"_pos_{trace.index}_{count}"
     state.setdefault(key, 0)
@@ -309,12 +311,12 @@ def _stage_accept(trace, labels) -> None:
         if greedy:
             top = labels[trace.positions[i].token_ids[0]]
             rule = "matches" if i < trace.num_accepted else "differs from"
-            lines.append(f"{i + 1}. {_code(x)} {rule} the target's argmax {_code(top)} → {verdict}")
+            lines.append(f"{i + 1}. {code(x)} {rule} the target's argmax {code(top)} → {verdict}")
         else:
             u = trace.uniforms[i]
             sign = "<" if i < trace.num_accepted else "≥"
             numbers = f"q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio"
-            lines.append(f"{i + 1}. {_code(x)}: {numbers} → {verdict}")
+            lines.append(f"{i + 1}. {code(x)}: {numbers} → {verdict}")
     st.markdown("\n".join(lines))
 
 
@@ -326,12 +328,12 @@ def _stage_correct(trace, labels) -> None:
         if k == 0:
             st.markdown(
                 f"Nothing was drafted: the target's pass gives p for the next position, and "
-                f"{_code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)"
+                f"{code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)"
             )
         else:
             st.markdown(
                 f"All {k} draft(s) were accepted, so the target's pass already holds p for the next "
-                f"position: the **bonus** token {_code(nxt)} is drawn from it{how}"
+                f"position: the **bonus** token {code(nxt)} is drawn from it{how}"
             )
         title = f"p at position {k + 1}: bonus token {nxt}"
         fig = _figure(trace, "correct", k, lambda: charts.distribution_chart(
@@ -339,19 +341,19 @@ def _stage_correct(trace, labels) -> None:
     else:
         rejected = labels[trace.drafted_tokens[j]]
         rule = (
-            f"the target's argmax {_code(nxt)} replaces it"
+            f"the target's argmax {code(nxt)} replaces it"
             if greedy
-            else f"a replacement {_code(nxt)} is drawn from the residual norm(max(0, p − q)), which removes "
+            else f"a replacement {code(nxt)} is drawn from the residual norm(max(0, p − q)), which removes "
             "the mass q already had its chance at"
         )
-        st.markdown(f"Draft {j + 1} {_code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
+        st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
             trace.positions[j], labels, title, highlight=trace.next_token))  # fmt: skip
     ui.chart(fig, key=f"_c4_{trace.index}")
     shown = trace.positions[k if trace.is_bonus else j].token_ids
     if trace.next_token not in shown:
-        st.caption(f"{_code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
+        st.caption(f"{code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
 
 
 def _stage_output(trace, labels) -> None:
@@ -360,13 +362,6 @@ def _stage_output(trace, labels) -> None:
         f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token). "
         "They join the output below (outlined)."
     )
-
-
-def _code(label: str) -> str:
-    """A token label as inline code in Markdown, whatever backticks it holds."""
-    longest = max((len(part) for part in re.findall(r"`+", label)), default=0)
-    fence = "`" * (longest + 1)
-    return f"{fence} {label} {fence}"
 
 
 STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage_correct, 5: _stage_output}
@@ -382,10 +377,15 @@ def round_view() -> None:
     if _timer_interval() != timer_interval:
         st.rerun(scope="app")  # the timer starts, stops or changes speed: set the fragment up again
 
+    waiting_for_answer = student.awaiting(stepper.current)
     cols = st.columns([1, 1, 1, 1, 2, 2])
-    cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end, width="stretch", key="b_step")
+    cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end or waiting_for_answer,
+                   width="stretch", key="b_step",
+                   help="answer the question first" if waiting_for_answer else None)  # fmt: skip
+    play_help = "in student mode each round waits for your answer" if student.active() else None
     cols[1].button("Pause ⏸" if state["playing"] else "Play ▶", on_click=_play, width="stretch",
-                   disabled=stepper.at_end and not state["playing"], key="b_play")  # fmt: skip
+                   disabled=(stepper.at_end and not state["playing"]) or student.active(), key="b_play",
+                   help=play_help)  # fmt: skip
     cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
     cols[4].select_slider(
@@ -406,18 +406,24 @@ def round_view() -> None:
     else:
         done = " · generation finished" if stepper.at_end else ""
         st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
-        st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
-                             label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
-        stage = state["stage"] or 5
+        if waiting_for_answer:  # stages 3-5 would give the answer away
+            stage = state["stage"] = student.ask_stage()
+        else:
+            st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
+                                 label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
+            stage = state["stage"] or 5
         labels = stepper.labels_for(trace)
         st.markdown(_draft_strip(trace, stage), unsafe_allow_html=True)
         STAGE_VIEWS[stage](trace, labels)
+        if waiting_for_answer:
+            student.question(trace, labels, greedy, on_reveal=_play_reveal)
+        elif stage >= 3:
+            student.answer_box(trace, labels)
+        _cache_strip(trace, stage)
 
-    st.markdown("**Output so far**")
-    shows_current = trace is not None and (state["stage"] or 5) == 5
-    upto = stepper.shown if shows_current else stepper.shown - 1
-    new_round = trace.index if shows_current else None
-    st.markdown(ui.output_line(stepper.output_tokens(upto), new_round) + ui.legend(), unsafe_allow_html=True)
+    _output(trace)
+    if student.active():
+        student.score_panel()
 
     if stepper.traces:
         cols = st.columns(2)
@@ -430,6 +436,43 @@ def round_view() -> None:
             "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
             mime="text/csv", key="b_csv", on_click="ignore",
         )  # fmt: skip
+
+
+def _play_reveal(answer) -> None:
+    """After an answer: play stages 3-5 (or show stage 3 when stages are not animated)."""
+    _mark_click()
+    state["stage"], state["revealed"] = 3, ALL
+    state["animating"] = state["animate_stages"]
+
+
+def _cache_strip(trace, stage: int) -> None:
+    rows = kvcache.cache_rows(trace, stage)
+    if not rows:
+        return
+    st.markdown(
+        "**KV caches.** Each model keeps keys and values for the tokens it has read. Drafting and "
+        "verifying add positions; from stage 4 the roll-back drops those after the first rejection "
+        "(greyed). The target caches the accepted drafts for free; the draft never fed its last "
+        "proposal, so after a bonus round it reads that token, with the bonus, next round."
+    )
+    st.markdown(ui.cache_strip(rows, stepper.label), unsafe_allow_html=True)
+
+
+def _output(trace) -> None:
+    """The text so far as token chips, and beside it as readable text (code shown as code)."""
+    shows_current = trace is not None and (state["stage"] or 5) == 5
+    upto = stepper.shown if shows_current else stepper.shown - 1
+    new_round = trace.index if shows_current else None
+    chips, text = st.columns([3, 2])
+    chips.markdown("**Output so far**")
+    line = ui.output_line(stepper.output_tokens(upto), new_round) + ui.legend()
+    chips.markdown(line, unsafe_allow_html=True)
+    text.markdown("**As text**")
+    for kind, part, language in prose_and_code(stepper.text(upto)):
+        if kind == "code":
+            text.code(part, language=language)
+        else:
+            text.text(part)
 
 
 def _timeline_clicked() -> None:

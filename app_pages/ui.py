@@ -16,7 +16,9 @@ import streamlit as st
 
 from specdec.config import SamplingConfig, ServerLimits, Settings, ui_range
 from specdec.errors import SpecDecError
+from specdec.lab.kvcache import DRAFT, NOT_FED, READ, CacheRow
 from specdec.lab.links import read_link
+from specdec.lab.quiz import COUNT, TICK
 from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 from specdec.models.pair import NGRAM, ModelPair, default_drafter
@@ -44,7 +46,12 @@ SETTINGS = {
     **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
        for name, config in NUMERIC_SETTINGS.items()},
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
+    # The round view's student mode, so that an instructor's link opens it for every student.
+    "student": ("student", bool, lambda: False),
+    "question": ("question", str, lambda: TICK),
+    "hint": ("hint", str, lambda: "p"),
 }  # fmt: skip
+CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q")}
 
 ORIGIN_STYLE = {
     ACCEPTED: "background:#c8e6c9;border-color:#2e7d32",
@@ -63,6 +70,15 @@ TOKEN_CSS = """
 .sd-reject {background: #ffcdd2; border-color: #c62828; text-decoration: line-through;}
 .sd-legend {font-size: 0.8rem; color: #555; margin-top: 0.4rem;}
 .sd-legend .sd-tok {font-size: 0.75rem;}
+.sd-cache {font-family: ui-monospace, monospace; font-size: 0.8rem; line-height: 1.9;}
+.sd-cache b {display: inline-block; width: 11.5rem; font-weight: 600;}
+.sd-cell {display: inline-block; min-width: 1.6rem; padding: 0 3px; margin-right: 2px; border-radius: 3px;
+          border: 1px solid #90a4ae; background: #eceff1; text-align: center; white-space: pre;}
+.sd-cell.sd-held {background: #cfd8dc; min-width: 5rem;}
+.sd-cell.sd-read {background: #bbdefb; border-color: #1565c0;}
+.sd-cell.sd-drafted {background: #e1bee7; border-color: #8e24aa;}
+.sd-cell.sd-unfed {background: #fff; border-style: dashed; border-color: #8e24aa;}
+.sd-cell.sd-dropped {opacity: 0.35; text-decoration: line-through;}
 </style>
 """
 
@@ -88,7 +104,7 @@ def init_state() -> None:
     params = {param: st.query_params[param] for param, _, _ in SETTINGS.values() if param in st.query_params}
     if "prompt" in st.query_params:
         params["prompt"] = st.query_params["prompt"]
-    values, notices = read_link(params, defaults, LIMITS, server_limits().max_prompt_chars)
+    values, notices = read_link(params, defaults, LIMITS, server_limits().max_prompt_chars, CHOICES)
     for key in SETTINGS:
         st.session_state.setdefault(key, values.get(key, defaults[key]))
     first = next(iter(ready_prompts().values()))[0]
@@ -111,7 +127,7 @@ def write_url() -> None:
         st.query_params.from_dict(wanted)
 
 
-def _widget(render, label: str, key: str, *args, **kwargs) -> None:
+def mirrored(render, label: str, key: str, *args, **kwargs) -> None:
     """A sidebar widget mirroring the plain session key `key` (widget state alone does not survive
     page switches under st.navigation; the plain key does, and the URL is written from it)."""
     st.session_state[f"w_{key}"] = st.session_state[key]
@@ -126,20 +142,20 @@ def sidebar_controls() -> None:
     """The shared controls. Rendered by app.py on every page, so they keep their values across pages."""
     sb = st.sidebar
     sb.header("Models")
-    _widget(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
+    mirrored(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
     drafters = (
         f"'ngram' (copy from the text so far, no model), '{BUNDLED_DRAFT}' (trained with "
         "`python -m specdec train-draft`), or a draft model's Hugging Face id or folder"
     )
-    _widget(sb.text_input, "Drafter", "drafter", help=drafters)
+    mirrored(sb.text_input, "Drafter", "drafter", help=drafters)
     sb.header("Decoding")
-    _widget(sb.slider, "γ: tokens drafted per round", "gamma", *LIMITS["gamma"])
-    _widget(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
-    _widget(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
-    _widget(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
-    _widget(sb.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
-    _widget(sb.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
-    _widget(sb.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
+    mirrored(sb.slider, "γ: tokens drafted per round", "gamma", *LIMITS["gamma"])
+    mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
+    mirrored(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
+    mirrored(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
+    mirrored(sb.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
+    mirrored(sb.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
+    mirrored(sb.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -309,6 +325,34 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
         for t in tokens
     ]
     return f'<div class="sd-line">{"".join(chips)}</div>'
+
+
+def cache_strip(rows: list[CacheRow], label) -> str:
+    """The KV caches as rows of cells (see specdec.lab.kvcache); `label(token_id)` names drafted tokens."""
+    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed"}
+    meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed"}
+    lines = []
+    for row in rows:
+        steps = " → ".join(str(length) for length in row.lengths)
+        held = f'<span class="sd-cell sd-held" title="cached before this round">{row.held_before} held</span>'
+        cells = [held]
+        for cell in row.cells:
+            text = label(cell.token) if cell.token is not None else f"#{cell.position}"
+            dropped = " sd-dropped" if cell.dropped else ""
+            title = f"position {cell.position}: {meaning[cell.kind]}"
+            title += " (dropped by the roll-back)" if cell.dropped else ""
+            title_attr = html.escape(title, quote=True)
+            cells.append(f'<span class="sd-cell {kinds[cell.kind]}{dropped}" title="{title_attr}">'
+                         f"{html.escape(text)}</span>")  # fmt: skip
+        lines.append(f"<div><b>{row.model} cache: {steps}</b>{''.join(cells)}</div>")
+    key = (
+        '<div class="sd-legend">'
+        + "".join(f'<span class="sd-cell {c}">{n}</span> ' for c, n in (
+            ("sd-read", "read this round"), ("sd-drafted", "drafted"), ("sd-unfed", "proposed, never fed"),
+            ("sd-drafted sd-dropped", "dropped by the roll-back")))
+        + "</div>"
+    )  # fmt: skip
+    return f'<div class="sd-cache">{"".join(lines)}{key}</div>'
 
 
 def legend() -> str:

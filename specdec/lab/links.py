@@ -30,9 +30,12 @@ def read_link(
     defaults: Mapping[str, object],
     ranges: Mapping[str, tuple],
     max_prompt_chars: int,
+    choices: Mapping[str, tuple] | None = None,
 ) -> tuple[dict[str, object], list[str]]:
     """-> (settings, notices). `defaults` names every setting a link may carry and gives its type;
-    `ranges` the (low, high) the app offers for the numeric ones; "prompt" is read as text."""
+    `ranges` the (low, high) the app offers for the numeric ones, `choices` the values allowed for
+    the others that have a fixed set; "prompt" is read as text."""
+    choices = choices or {}
     values, notices = {}, []
     for name, default in defaults.items():
         if name not in params:
@@ -42,6 +45,9 @@ def read_link(
             value = _parse(type(default), text)
         except ValueError:
             notices.append(f"{name}={text!r} is not a valid value: using the default, {default}")
+            continue
+        if name in choices and value not in choices[name]:
+            notices.append(f"{name}={text!r} is not one of {', '.join(choices[name])}: using {default}")
             continue
         if name in ranges:
             low, high = ranges[name]

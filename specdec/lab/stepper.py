@@ -188,8 +188,10 @@ class Stepper:
                 out.append(OutputToken(token, self.label(token), origin, trace.index, detail))
         return out
 
-    def text(self) -> str:
-        return self.pair.decode([t for trace in self.traces[: self.shown + 1] for t in trace.emitted_tokens])
+    def text(self, upto: int | None = None) -> str:
+        """The text emitted by rounds 0..upto (default: the shown round)."""
+        last = self.shown if upto is None else upto
+        return self.pair.decode([t for trace in self.traces[: last + 1] for t in trace.emitted_tokens])
 
     # -- export --------------------------------------------------------------------------------
 
