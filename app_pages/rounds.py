@@ -169,8 +169,9 @@ timer_interval = _timer_interval()  # what the fragment below is set up with on 
 # -- the round view (a fragment: buttons and timer beats redraw only this part) ----------------
 
 
-def _counters() -> None:
-    c = stepper.counters()
+def _counters(hide_current: bool) -> None:
+    """`hide_current`: totals before the shown round (its acceptance would answer the question)."""
+    c = stepper.counters(stepper.shown - 1 if hide_current else None)
     cols = st.columns(5)
     cols[0].metric("Rounds", c.rounds)
     cols[1].metric("Target passes", c.target_passes)
@@ -272,10 +273,10 @@ def _stage_verify(trace, labels) -> None:
         top = position.token_ids[0]
         rows.append({
             "position": i + 1,
-            "drafted x": labels[trace.drafted_tokens[i]] if i < k else "(bonus slot)",
+            "drafted x": md_escape(labels[trace.drafted_tokens[i]]) if i < k else "(bonus slot)",
             "q(x)": round(trace.draft_token_probs[i], 4) if i < k else None,
             "p(x)": round(trace.target_token_probs[i], 4) if i < k else None,
-            "target's top token": labels[top],
+            "target's top token": md_escape(labels[top]),  # table cells read Markdown
             "p(top)": round(position.target_probs[0], 4),
         })  # fmt: skip
     st.table(rows)
@@ -398,8 +399,8 @@ def round_view() -> None:
     )
     cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
-    _counters()
-    _timeline()
+    _counters(hide_current=waiting_for_answer)
+    _timeline(hide_current=waiting_for_answer)
     trace = stepper.current
     if trace is None:
         st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
@@ -484,11 +485,13 @@ def _timeline_clicked() -> None:
         state["stage"], state["animating"], state["revealed"] = 5, False, ALL
 
 
-def _timeline() -> None:
-    """Every round so far, one column each; clicking a column jumps to that round."""
-    if len(stepper.traces) < 2:
+def _timeline(hide_current: bool) -> None:
+    """Every round so far, one column each; clicking a column jumps to that round. `hide_current`:
+    the rounds before the shown one (a student has not answered for it yet)."""
+    traces = stepper.traces[: stepper.shown] if hide_current else stepper.traces
+    if len(traces) < 2:
         return
-    chart = charts.timeline_chart(stepper.traces, stepper.labels_for_all(), stepper.shown)
+    chart = charts.timeline_chart(traces, stepper.labels_for_all(), stepper.shown)
     st.altair_chart(chart, key="_timeline", on_select=_timeline_clicked, selection_mode=charts.TIMELINE_PICK,
                     width="stretch")  # fmt: skip
 

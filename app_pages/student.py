@@ -48,7 +48,7 @@ def controls() -> None:
     cols = st.columns([2, 3, 2])
     with cols[0]:
         ui.mirrored(st.toggle, "Student mode", "student",
-                    help="predict, then reveal: each round stops before the acceptance test and asks you first")
+                    help="predict, then reveal: each round stops before its acceptance test and asks")
     if not st.session_state["student"]:
         return
     with cols[1]:
@@ -132,11 +132,13 @@ def answer_box(trace, labels: dict[int, str]) -> None:
         lines.append(f"**{answer.drafts_right} of {len(answer.marks)}** drafts judged right.")
     for mark in answer.marks:
         token = code(labels[trace.drafted_tokens[mark.position]])
-        said = "" if mark.predicted_kept is None else (" you said kept," if mark.predicted_kept else
-                                                        " you said dropped,")
-        sign = "" if mark.right is None else ("✅" if mark.right else "❌")
-        lines.append(f"- {sign} draft {mark.position + 1} {token}:{said} {mark.reason} "
-                     f"(chance it survives: {mark.survival_probability:.2f})")
+        said = ""
+        if mark.predicted_kept is not None:
+            said = f" (you said: {'kept' if mark.predicted_kept else 'dropped'})"
+        sign = "" if mark.right is None else ("**✓ right**" if mark.right else "**✗ wrong**")
+        why = mark.reason[:1].upper() + mark.reason[1:]
+        lines.append(f"- {sign} draft {mark.position + 1} {token}{said}. {why}; "
+                     f"chance it survives: {mark.survival_probability:.2f}")
     (st.success if answer.right else st.warning)("\n".join(lines))
 
 

@@ -27,6 +27,7 @@ def test_a_round_waits_for_the_answer_then_reveals_and_marks_it(tiny_pair_dirs):
     assert at.session_state["stage"] == 2 and at.button(key="b_step").disabled
     assert not [c for c in at.segmented_control if c.key == "stage"]  # stages 3-5 are hidden
     assert any("Your turn." in m.value for m in at.markdown)
+    assert metrics(at)["Rounds"] == str(trace.index)  # the totals would give the answer away
     at.pills(key=answer_key(at)).set_value([0]).run()
     at.button(key=f"b_reveal_{trace.index}").click().run()
     assert_clean(at)
@@ -36,7 +37,7 @@ def test_a_round_waits_for_the_answer_then_reveals_and_marks_it(tiny_pair_dirs):
     answer = at.session_state["_answers"][trace.index]
     assert [m.predicted_kept for m in answer.marks] == [i == 0 for i in range(trace.num_drafted)]
     assert f"**{answer.drafts_right} of {trace.num_drafted}** drafts judged right" in said[0].value
-    assert metrics(at)["Rounds answered"] == "1"
+    assert metrics(at)["Rounds answered"] == "1" and metrics(at)["Rounds"] == str(trace.index + 1)
 
 
 def test_count_question_and_the_score_over_rounds(tiny_pair_dirs):

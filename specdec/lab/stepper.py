@@ -155,8 +155,9 @@ class Stepper:
             ids.update(position.token_ids)
         return {token_id: self.label(token_id) for token_id in ids}
 
-    def counters(self) -> Counters:
-        shown = self.traces[: self.shown + 1]
+    def counters(self, upto: int | None = None) -> Counters:
+        """Totals over rounds 0..upto (default: the shown round)."""
+        shown = self.traces[: (self.shown if upto is None else upto) + 1]
         metrics = summarize(shown)
         return Counters(
             rounds=metrics.rounds,
