@@ -71,7 +71,7 @@ TOKEN_CSS = """
 .sd-legend {font-size: 0.8rem; color: #555; margin-top: 0.4rem;}
 .sd-legend .sd-tok {font-size: 0.75rem;}
 .sd-cache {font-family: ui-monospace, monospace; font-size: 0.8rem; line-height: 1.9;}
-.sd-cache b {display: inline-block; width: 11.5rem; font-weight: 600;}
+.sd-cache b {display: inline-block; width: 15rem; font-weight: 600;}
 .sd-cell {display: inline-block; min-width: 1.6rem; padding: 0 3px; margin-right: 2px; border-radius: 3px;
           border: 1px solid #90a4ae; background: #eceff1; text-align: center; white-space: pre;}
 .sd-cell.sd-held {background: #cfd8dc; min-width: 5rem;}

@@ -116,7 +116,11 @@ if __name__ == "__main__":  # screenshots for people to look at, with the bundle
                     page.screenshot(path=ARTIFACTS / f"student-cache-after-{kind}.png", full_page=True)
                     shots.add(f"cache-{kind}")
             if index == 4:
+                page.get_by_text(re.compile(r"^Your score: ")).scroll_into_view_if_needed()
                 page.screenshot(path=ARTIFACTS / "student-score-after-5.png", full_page=True)
                 score_shot = True
+        show_stage(page, "5 · Output")
+        page.locator('[data-testid="stVegaLiteChart"]').first.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
         page.screenshot(path=ARTIFACTS / "student-timeline-after-10.png", full_page=True)
         print("taken:", sorted(shots), "score:", score_shot)

@@ -91,6 +91,7 @@ def test_the_cache_strip_matches_the_real_caches_after_every_kind_of_round(tiny_
         # The draft never fed its last proposal: after a bonus round it is one position further behind.
         last = draft_row.cells[-1]
         assert last.kind == kvcache.NOT_FED and last.token == trace.drafted_tokens[-1]
+        assert last.dropped != trace.is_bonus  # a bonus round keeps it in the text, though not in the cache
         assert draft_length == (context + k - 1 if trace.is_bonus else context + a)
         # Before the roll-back nothing is greyed; before verification the target's row is not drawn.
         assert not any(c.dropped for row in kvcache.cache_rows(trace, stage=2) for c in row.cells)
