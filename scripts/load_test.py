@@ -3,9 +3,9 @@
     .venv/bin/python scripts/load_test.py --url http://localhost:8501 --sessions 8 --clicks 5 \
         --server-log server.log
 
-Each session opens the round view (animation off), then clicks Step `--clicks` times, each click as
-soon as the previous round is shown and the page is idle, and times click -> round shown on the
-page's own clock. It prints the
+Each session opens the round view (animation off); once all are open, each clicks Step `--clicks`
+times, each click as soon as the previous round is shown and the page is idle, and times click ->
+round shown on the page's own clock. It prints the
 latency per click (median, p95, max), rounds against clicks per session, and every traceback in the
 server's log (the server's stdout and stderr, if given). Exit status 1 if a session's rounds differ
 from its clicks or the log holds a traceback. No timing goal is asserted here: the numbers are printed.
@@ -69,7 +69,9 @@ async def _idle(page) -> None:
     )
 
 
-async def run_session(browser, url: str, clicks: int, params: dict[str, str]) -> SessionResult:
+async def run_session(browser, url: str, clicks: int, params: dict[str, str],
+                      ready: asyncio.Barrier | None = None) -> SessionResult:  # fmt: skip
+    """Open the round view, then (once every session is open, if `ready` is given) click Step."""
     result = SessionResult()
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(ROUND_SHOWN_TIMEOUT_MS)
@@ -81,6 +83,8 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str]) ->
         if await page.get_by_role("switch", name="Animate stages").is_checked():
             await page.get_by_text("Animate stages").click()
             await _idle(page)
+        if ready is not None:
+            await ready.wait()  # the class has its pages open; now everyone steps at once
         for number in range(1, clicks + 1):
             await step.wait_for()
             result.clicks += 1
@@ -90,6 +94,8 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str]) ->
         await _idle(page)
         result.rounds = await _metric(page, "Rounds")
     except Exception as error:  # noqa: BLE001 - reported per session, the others go on
+        if ready is not None:
+            await ready.abort()  # a session that could not open must not keep the others waiting
         result.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         try:
             result.rounds = await _metric(page, "Rounds")
@@ -124,7 +130,8 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            steppers = [run_session(browser, url, clicks, params) for _ in range(sessions)]
+            ready = asyncio.Barrier(sessions)
+            steppers = [run_session(browser, url, clicks, params, ready) for _ in range(sessions)]
             if not long_prompt_chars:
                 return list(await asyncio.gather(*steppers)), None
             long_one = asyncio.create_task(open_long_prompt(browser, url, params, long_prompt_chars))

@@ -24,6 +24,7 @@ from specdec.models.runs import RunModels, rounds
 # Where an emitted token came from (the output line is coloured by this).
 ACCEPTED, RESAMPLED, BONUS = "accepted", "resampled", "bonus"
 
+
 @dataclass(frozen=True)
 class Counters:
     """The running totals shown above the round view (for rounds 0..shown)."""
