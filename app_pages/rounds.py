@@ -128,6 +128,7 @@ def _back() -> None:
 def _reset() -> None:
     state["_clicked"] = True
     stepper.reset()
+    student.new_run()  # the rounds replay; their questions are asked afresh
     state["stage"], state["playing"], state["animating"] = 5, False, False
     state["revealed"] = ALL
 

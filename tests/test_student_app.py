@@ -40,6 +40,24 @@ def test_a_round_waits_for_the_answer_then_reveals_and_marks_it(tiny_pair_dirs):
     assert metrics(at)["Rounds answered"] == "1" and metrics(at)["Rounds"] == str(trace.index + 1)
 
 
+def test_reset_asks_again_and_back_returns_to_the_open_question(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS, student=True, seed=3)
+    step_until_a_question(at)
+    at.button(key=f"b_reveal_{at.session_state['_awaiting']}").click().run()
+    step_until_a_question(at)  # a second question: there is a round before it
+    waiting = at.session_state["_awaiting"]
+    at.button(key="b_back").click().run()
+    assert not at.button(key="b_step").disabled  # the round before was answered: free to look at
+    at.button(key="b_step").click().run()
+    assert at.session_state["_awaiting"] == waiting and at.button(key="b_step").disabled
+    at.button(key=f"b_reveal_{waiting}").click().run()
+    assert set(at.session_state["_answers"]) >= {waiting}
+    at.button(key="b_reset").click().run()
+    assert at.session_state["_answers"] == {} and at.session_state["_awaiting"] is None
+    assert at.session_state["_score"].rounds_answered == 2  # the session's score stays
+    assert_clean(at)
+
+
 def test_count_question_and_the_score_over_rounds(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, student=True, question="count", hint="q", seed=1)
     for _ in range(3):
