@@ -403,6 +403,7 @@ def round_view() -> None:
     _counters(hide_current=waiting_for_answer)
     _timeline(hide_current=waiting_for_answer)
     trace = stepper.current
+    _output(trace)  # under the timeline: the text so far, as chips and as text
     if trace is None:
         st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
     else:
@@ -423,7 +424,6 @@ def round_view() -> None:
             student.answer_box(trace, labels)
         _cache_strip(trace, stage)
 
-    _output(trace)
     if student.active():
         student.score_panel()
 
