@@ -362,7 +362,7 @@ def _stage_output(trace, labels) -> None:
     st.markdown(
         f"This round emitted **{len(trace.emitted_tokens)}** token(s) for **one** target pass "
         f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token). "
-        "They join the output below (outlined)."
+        "They join the output above (outlined)."
     )
 
 
