@@ -90,8 +90,20 @@ def ready_prompts() -> dict[str, list[str]]:
 
 
 def server_limits() -> ServerLimits:
-    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK)."""
-    return ServerLimits.from_environment(dict(os.environ))
+    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK);
+    the defaults if the environment holds bad values (the sidebar says so: `model_status`)."""
+    try:
+        return ServerLimits.from_environment(dict(os.environ))
+    except SpecDecError:
+        return ServerLimits()
+
+
+def server_limits_problem() -> str | None:
+    try:
+        ServerLimits.from_environment(dict(os.environ))
+    except SpecDecError as error:
+        return f"{error}; using the defaults"
+    return None
 
 
 def init_state() -> None:
@@ -206,6 +218,8 @@ def _retry_load() -> None:
 def model_status(pair: ModelPair | None, message: str | None) -> None:
     sb = st.sidebar
     sb.header("Status")
+    if problem := server_limits_problem():
+        sb.warning(problem, icon=":material/warning:")
     if pair is None:
         sb.error(message, icon=":material/error:")
         sb.button("Retry loading", on_click=_retry_load, key="b_retry_load",

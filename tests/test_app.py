@@ -248,3 +248,14 @@ def test_stop_keeps_what_a_long_run_measured(tiny_pair_dirs):
     at = AppTest.from_function(script, default_timeout=30).run()
     assert_clean(at)
     assert at.markdown[0].value == "saved [0, 1, 2] finished=False"
+
+
+def test_bad_server_limits_in_the_environment_are_a_message_not_a_traceback(tiny_pair_dirs, monkeypatch):
+    monkeypatch.setenv("SPECDEC_PREFILL_CHUNK", "lots")
+    at = make_app(tiny_pair_dirs)  # the frame's first run draws the sidebar
+    assert_clean(at)
+    assert any("SPECDEC_PREFILL_CHUNK must be a whole number" in w for w in warnings(at)), warnings(at)
+    at.switch_page(ROUNDS).run()
+    at.button(key="b_step").click().run()
+    assert_clean(at)
+    assert metrics(at)["Rounds"] == "1"
