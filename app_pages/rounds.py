@@ -80,7 +80,7 @@ def _read_prompt() -> None:
     progress = st.progress(0.0, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
 
     def waiting(ahead: int) -> None:
-        progress.progress(0.0, text=f"Waiting for the models: {ahead} request(s) ahead of this one…")
+        progress.progress(0.0, text=ui.waiting_message(ahead))
 
     for fraction in stepper.read_prompt(on_wait=waiting):
         progress.progress(fraction, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
@@ -105,7 +105,7 @@ def _run_pending_step() -> None:
     note = st.empty()
 
     def waiting(ahead: int) -> None:
-        note.info(f"Waiting for the models: {ahead} request(s) ahead of this one…", icon="⏳")
+        note.info(ui.waiting_message(ahead), icon="⏳")
 
     trace = stepper.step(on_wait=waiting)
     if trace is not None and student.on_new_round(trace):

@@ -89,21 +89,27 @@ def ready_prompts() -> dict[str, list[str]]:
         return json.load(file)
 
 
-def server_limits() -> ServerLimits:
-    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK);
-    the defaults if the environment holds bad values (the sidebar says so: `model_status`)."""
+def _read_server_limits() -> tuple[ServerLimits, str | None]:
+    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK),
+    or the defaults and why, if the environment holds bad values."""
     try:
-        return ServerLimits.from_environment(dict(os.environ))
-    except SpecDecError:
-        return ServerLimits()
+        return ServerLimits.from_environment(dict(os.environ)), None
+    except SpecDecError as error:
+        return ServerLimits(), f"{error}; using the defaults"
+
+
+def server_limits() -> ServerLimits:
+    return _read_server_limits()[0]
 
 
 def server_limits_problem() -> str | None:
-    try:
-        ServerLimits.from_environment(dict(os.environ))
-    except SpecDecError as error:
-        return f"{error}; using the defaults"
-    return None
+    """Shown in the sidebar by `model_status`."""
+    return _read_server_limits()[1]
+
+
+def waiting_message(ahead: int) -> str:
+    """What a page says while its request waits for the shared models."""
+    return f"Waiting for the models: {ahead} request(s) ahead of this one…"
 
 
 def init_state() -> None:

@@ -11,7 +11,6 @@ before it does). At temperature 0 that probability is 1 or 0: kept exactly when 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from specdec.core.records import RoundTrace
@@ -141,12 +140,13 @@ class Score:
     def calibration(self, bins: int = 5) -> list[dict]:
         """TICK answers binned by the true survival probability: per bin, the mean true probability
         and the share the student said "kept". A calibrated student lies on the diagonal."""
+        by_bin: list[list[DraftMark]] = [[] for _ in range(bins)]
+        for answer in self.answers:
+            if answer.question == TICK:
+                for mark in answer.marks:  # [b/bins, (b+1)/bins); a probability of 1 joins the last bin
+                    by_bin[min(int(mark.survival_probability * bins), bins - 1)].append(mark)
         rows = []
-        marks = [m for a in self.answers if a.question == TICK for m in a.marks]
-        for b in range(bins):
-            low, high = b / bins, (b + 1) / bins
-            inside = [m for m in marks if low <= m.survival_probability < high or (b == bins - 1 and
-                      math.isclose(m.survival_probability, 1.0))]  # fmt: skip
+        for inside in by_bin:
             if inside:
                 rows.append({
                     "true_probability": sum(m.survival_probability for m in inside) / len(inside),

@@ -27,13 +27,7 @@ class ModelPair:
     @classmethod
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
         """`drafter` is "ngram", or a draft model's bundled name, Hugging Face id or folder."""
-        drafter = drafter or default_drafter(target_name)
-        target = load_model(target_name)
-        if drafter == NGRAM:
-            return cls(target, None)
-        draft = load_model(drafter, fast=True)
-        check_tokenizers_match(target, draft)
-        return cls(target, draft)
+        return cls(load_model(target_name), None).with_drafter(drafter or default_drafter(target_name))
 
     def with_drafter(self, drafter: str) -> ModelPair:
         """The same loaded target with another drafter ("ngram" or a draft model): no second target."""
