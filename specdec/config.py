@@ -66,8 +66,16 @@ class Settings:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_new_tokens: int = setting(64, "tokens to generate at most", (1, 256))
     seed: int = setting(0, "seed of the run's own random generator", (0, 2**31 - 1))
+    adaptive: bool = setting(True, "adapt the draft length: stop drafting when the draft grows unsure, "
+                             "and move the cap with acceptance (γ stays the ceiling)")
+    draft_threshold: float = setting(0.2, "adaptive: stop drafting when the chance that every draft so "
+                                     "far survives (the product of the draft's top probabilities) "
+                                     "falls below this", (0.0, 0.9))
 
     def __post_init__(self) -> None:
+        _finite("draft-threshold", self.draft_threshold)
+        if not 0 <= self.draft_threshold < 1:
+            raise SpecDecError(f"draft-threshold must be in [0, 1), got {self.draft_threshold}")
         if self.gamma < 1:
             raise SpecDecError(f"gamma must be >= 1, got {self.gamma}")
         if self.max_new_tokens < 1:

@@ -7,7 +7,7 @@ import torch
 from scipy.stats import chisquare
 from tiny_models import perturbed_copy
 
-from specdec.config import SamplingConfig
+from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.drafters import ModelDrafter, NgramDrafter
 from specdec.core.rounds import speculative_rounds, target_only_steps
@@ -26,10 +26,12 @@ def tiny_draft(tiny_target):
     return perturbed_copy(tiny_target, scale=0.6, seed=7)
 
 
-def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma=4, prompt=PROMPT):
+def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma=4, prompt=PROMPT,
+        adaptive=False, threshold=0.0):
     target = CachedModel(target_model, vocab)
     generator = torch.Generator().manual_seed(seed)
-    traces = list(speculative_rounds(target, drafter, prompt, gamma, sampling, generator, max_new_tokens))
+    settings = Settings(gamma, sampling, max_new_tokens, adaptive=adaptive, draft_threshold=threshold)
+    traces = list(speculative_rounds(target, drafter, prompt, settings, generator))
     return traces, target
 
 
@@ -65,7 +67,8 @@ def test_caches_are_rolled_back_to_the_sequence(tiny_target, tiny_draft, vocab):
     generator = torch.Generator().manual_seed(3)
     length = len(PROMPT)
     saw_full_accept = saw_rejection = False
-    for trace in speculative_rounds(target, drafter, PROMPT, 4, SamplingConfig(), generator, 40):
+    settings = Settings(4, max_new_tokens=40, adaptive=False)
+    for trace in speculative_rounds(target, drafter, PROMPT, settings, generator):
         length += len(trace.emitted_tokens)
         assert target.cache_length == length - 1  # all but the newest token, fed next round
         # The draft never saw its own last draft; after a full accept it is one token further behind.
@@ -98,8 +101,9 @@ def test_stop_token_ends_the_run_and_is_kept(tiny_target, vocab):
                                                 torch.Generator(), 20)]
     stop = plain[5]
     target = CachedModel(tiny_target, vocab)
-    traces = list(speculative_rounds(target, ModelDrafter(tiny_target, vocab), PROMPT, 4, greedy,
-                                     torch.Generator(), 20, stop_token_ids={stop}))
+    traces = list(speculative_rounds(target, ModelDrafter(tiny_target, vocab), PROMPT,
+                                     Settings(4, greedy, 20, adaptive=False), torch.Generator(),
+                                     stop_token_ids={stop}))
     assert emitted(traces) == plain[: plain.index(stop) + 1]
 
 

@@ -5,7 +5,7 @@ import torch
 from test_charts import trace as hand_trace
 from tiny_models import perturbed_copy
 
-from specdec.config import SamplingConfig
+from specdec.config import Settings
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import ModelDrafter, NgramDrafter
 from specdec.core.rounds import speculative_rounds
@@ -71,7 +71,8 @@ def rounds_with_real_caches(target_model, draft_model, vocab, seed, max_new_toke
     target = CachedModel(target_model, vocab)
     drafter = ModelDrafter(draft_model, vocab)
     generator = torch.Generator().manual_seed(seed)
-    for trace in speculative_rounds(target, drafter, PROMPT, 4, SamplingConfig(), generator, max_new_tokens):
+    settings = Settings(4, max_new_tokens=max_new_tokens, adaptive=False)
+    for trace in speculative_rounds(target, drafter, PROMPT, settings, generator):
         yield trace, target.cache_length, drafter.cache_length
 
 
@@ -101,8 +102,9 @@ def test_the_cache_strip_matches_the_real_caches_after_every_kind_of_round(tiny_
 
 def test_an_ngram_drafter_has_no_cache_row(tiny_target, vocab):
     target = CachedModel(tiny_target, vocab)
-    traces = list(speculative_rounds(target, NgramDrafter(vocab), PROMPT * 3, 4, SamplingConfig(),
-                                     torch.Generator().manual_seed(0), 12))  # fmt: skip
+    traces = list(speculative_rounds(target, NgramDrafter(vocab), PROMPT * 3,
+                                     Settings(4, max_new_tokens=12, adaptive=False),
+                                     torch.Generator().manual_seed(0)))
     assert all([row.model for row in kvcache.cache_rows(t, stage=5)] == ["target"] for t in traces)
 
 

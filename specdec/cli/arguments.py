@@ -14,8 +14,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, on
     for field in fields(config_class):
         if (only and field.name not in only) or "help" not in field.metadata:
             continue
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default),
-                            default=field.default,
+        kind = {"action": argparse.BooleanOptionalAction} if isinstance(field.default, bool) else \
+            {"type": type(field.default)}
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=field.default, **kind,
                             help=field.metadata["help"].replace("%", "%%") + " (default %(default)s)")
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec.core.matmul import COLUMNS, layout_of, linear_columns
+
 
 @dataclass(frozen=True)
 class ReducedHead:
@@ -40,6 +42,7 @@ class CachedModel:
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.cache = DynamicCache(config=model.config)
+        self.head_in_columns = head is not None and layout_of(model) == COLUMNS
 
     @property
     def cache_length(self) -> int:
@@ -62,7 +65,11 @@ class CachedModel:
         decoder_output = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True)
         hidden = decoder_output.last_hidden_state[0, -keep_last:]  # keep_last = 0 keeps every position
         logits = torch.full((hidden.shape[0], self.vocab_size), float("-inf"))
-        logits[:, self.head.token_ids] = (hidden @ self.head.weight.T).float().cpu()
+        if self.head_in_columns:
+            head_logits = linear_columns(hidden, self.head.weight)
+        else:
+            head_logits = hidden @ self.head.weight.T
+        logits[:, self.head.token_ids] = head_logits.float().cpu()
         return logits
 
     def rollback(self, length: int) -> None:

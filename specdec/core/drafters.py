@@ -1,7 +1,7 @@
 """Drafters: the cheap guessers. Each proposes k tokens with the distribution q it drew them from.
 
 Every drafter has the same two methods, so adding a way of drafting is adding a class:
-    propose(token_ids, num_tokens, sampling, generator) -> Draft
+    propose(token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft
     rollback(length)   # after verification: only the first `length` tokens of the sequence survived
 and say how many tokens their cache holds (`cache_length`, None without a cache).
 """
@@ -16,6 +16,7 @@ from transformers import PreTrainedModel
 
 from specdec.config import SamplingConfig
 from specdec.core.cached_model import CachedModel, ReducedHead
+from specdec.core.records import STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -23,6 +24,8 @@ from specdec.core.sampling import sample, warp_probs
 class Draft:
     tokens: torch.Tensor  # (k,) drafted token ids; k may be smaller than asked (even 0)
     probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from
+    stop: str = STOP_CAP  # why no more were drafted (records.STOP_*)
+    stop_confidence: float | None = None  # with STOP_CONFIDENCE: the product that fell below the threshold
 
 
 class Drafter(Protocol):
@@ -34,6 +37,7 @@ class Drafter(Protocol):
         num_tokens: int,
         sampling: SamplingConfig,
         generator: torch.Generator,
+        threshold: float = 0.0,
     ) -> Draft: ...
 
     def rollback(self, length: int) -> None: ...
@@ -55,21 +59,35 @@ class ModelDrafter:
         self.name = name
         self.cached = CachedModel(model, vocab_size, head)
 
-    def propose(self, token_ids, num_tokens, sampling, generator) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+        """Up to `num_tokens` drafts; with `threshold` > 0, stop before the draft whose proposal would
+        make the chance that all drafts survive, estimated as the product of the draft's top
+        probabilities (this draft is well calibrated: see the README), fall below it. The stop
+        depends on q alone, never on the target, so the output distribution stays the target's."""
         tokens, probs = [], []
         if num_tokens == 0:
-            return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, self.cached.vocab_size))
+            return self._draft(tokens, probs, STOP_CAP)
         # Feed whatever the draft has not seen yet. Usually that is only the last token; after a
         # round where every draft was accepted it is also the last draft (proposed, never fed).
         logits = self.cached.extend(token_ids[self.cached.cache_length :], keep_last=1)
+        confidence = 1.0
         for i in range(num_tokens):
             step_probs = warp_probs(logits, sampling)  # (1, vocab)
+            confidence *= float(step_probs.max())
+            if confidence < threshold:
+                return self._draft(tokens, probs, STOP_CONFIDENCE, confidence)
             token = sample(step_probs, sampling, generator)  # (1,)
             tokens.append(token)
             probs.append(step_probs)
             if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
                 logits = self.cached.extend(token.tolist())
-        return Draft(torch.cat(tokens), torch.cat(probs))
+        return self._draft(tokens, probs, STOP_CAP)
+
+    def _draft(self, tokens: list, probs: list, stop: str, confidence: float | None = None) -> Draft:
+        if not tokens:
+            return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, self.cached.vocab_size), stop,
+                         confidence)
+        return Draft(torch.cat(tokens), torch.cat(probs), stop, confidence)
 
     def rollback(self, length: int) -> None:
         self.cached.rollback(length)
@@ -103,11 +121,12 @@ class NgramDrafter:
                     return token_ids[start + n : start + n + num_tokens]
         return []
 
-    def propose(self, token_ids, num_tokens, sampling, generator) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+        """A lookup is sure of what it proposes (q = 1), so the threshold never stops it."""
         tokens = torch.tensor(self.continuation(token_ids, num_tokens), dtype=torch.long)
         probs = torch.zeros(len(tokens), self.vocab_size)
         probs[torch.arange(len(tokens)), tokens] = 1.0
-        return Draft(tokens, probs)
+        return Draft(tokens, probs, STOP_CAP if len(tokens) == num_tokens else STOP_NO_MATCH)
 
     def rollback(self, length: int) -> None:
         """Nothing to forget: the lookup reads the sequence afresh every round."""

@@ -33,6 +33,13 @@ class CacheLengths:
     draft_kept: int | None  # after the roll-back
 
 
+# Why a round drafted no more tokens than it did (RoundTrace.draft_stop).
+STOP_CAP = "cap"  # it drafted as many as this round's cap allowed (γ, or the adaptive cap below γ)
+STOP_BUDGET = "budget"  # the token budget had room for fewer
+STOP_CONFIDENCE = "confidence"  # adaptive: the chance that every draft survives fell below the threshold
+STOP_NO_MATCH = "no match"  # the n-gram lookup found no (longer) continuation
+
+
 @dataclass(frozen=True)
 class RoundTrace:
     """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
@@ -40,7 +47,8 @@ class RoundTrace:
     index: int
     context_length: int  # tokens in the sequence before this round
     drafted_tokens: list[int]
-    positions: list[ShownDistribution]  # k + 1 entries: one per drafted token, plus the bonus slot
+    # k + 1 entries: one per drafted token, plus the bonus slot; empty in a lean run (nobody shows it)
+    positions: list[ShownDistribution]
     draft_token_probs: list[float]  # q_i(x_i)
     target_token_probs: list[float]  # p_i(x_i)
     accept_probs: list[float]  # min(1, p/q); greedy: 1 if x_i is the target's argmax, else 0
@@ -52,6 +60,10 @@ class RoundTrace:
     draft_seconds: float
     verify_seconds: float  # the target's forward pass over k + 1 positions
     caches: CacheLengths | None = None  # the KV caches' lengths during the round
+    draft_cap: int = 0  # the most this round could draft: γ, or the adaptive cap
+    draft_stop: str = STOP_CAP  # why drafting stopped where it did (the STOP_ names above)
+    # Adaptive stop: the product of the draft's top probabilities, including the token not proposed.
+    stop_confidence: float | None = None
 
     @property
     def num_drafted(self) -> int:

@@ -10,12 +10,20 @@ import time
 from collections.abc import Iterator
 
 import torch
+from torch.profiler import record_function
 
-from specdec.config import SamplingConfig
+from specdec.config import SamplingConfig, Settings
 from specdec.core.acceptance import Verdict, greedy_accept, speculative_accept
 from specdec.core.cached_model import CachedModel
-from specdec.core.drafters import Drafter
-from specdec.core.records import CacheLengths, RoundTrace, ShownDistribution, TargetStep
+from specdec.core.drafters import Draft, Drafter
+from specdec.core.records import (
+    STOP_BUDGET,
+    STOP_CAP,
+    CacheLengths,
+    RoundTrace,
+    ShownDistribution,
+    TargetStep,
+)
 from specdec.core.sampling import sample, warp_probs
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
@@ -48,25 +56,27 @@ def shown_distribution(
 def _trace(
     index: int,
     context_length: int,
-    drafted: torch.Tensor,
-    draft_probs: torch.Tensor,
-    target_probs: torch.Tensor,
+    draft: Draft,
+    target_probs: torch.Tensor | None,
     verdict: Verdict,
     emitted: list[int],
     draft_seconds: float,
     verify_seconds: float,
     caches: CacheLengths,
+    draft_cap: int,
+    draft_stop: str,
 ) -> RoundTrace:
-    k = len(drafted)
+    """The round as plain data; without `target_probs` (a lean run) no top-token tables are built."""
+    drafted, k = draft.tokens, len(draft.tokens)
 
     def marked(i: int) -> list[int]:
         drafted_here = [int(drafted[i])] if i < k else []
         return drafted_here + ([verdict.next_token] if i == verdict.num_accepted else [])
 
-    positions = [
+    positions = [] if target_probs is None else [
         shown_distribution(
             target_probs[i],
-            draft_probs[i] if i < k else None,
+            draft.probs[i] if i < k else None,
             verdict.residual if i == verdict.num_accepted else None,
             marked(i),
         )
@@ -88,6 +98,9 @@ def _trace(
         draft_seconds=draft_seconds,
         verify_seconds=verify_seconds,
         caches=caches,
+        draft_cap=draft_cap,
+        draft_stop=draft_stop,
+        stop_confidence=draft.stop_confidence,
     )
 
 
@@ -113,43 +126,62 @@ def _cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[i
     return tokens, False
 
 
+def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int:
+    """Across rounds the cap follows acceptance, as in transformers' assisted generation: two more
+    after a round whose every draft survived up to the cap, one fewer after a rejection (1 to γ)."""
+    if len(draft.tokens) == cap and num_accepted == cap:
+        return min(gamma, cap + 2)
+    if num_accepted < len(draft.tokens):
+        return max(1, cap - 1)
+    return cap
+
+
 def speculative_rounds(
     target: CachedModel,
     drafter: Drafter,
     prompt_ids: list[int],
-    gamma: int,
-    sampling: SamplingConfig,
+    settings: Settings,
     generator: torch.Generator,
-    max_new_tokens: int,
     stop_token_ids: set[int] = frozenset(),
+    detail: bool = True,
 ) -> Iterator[RoundTrace]:
-    """Draft gamma tokens, verify them in one target pass, keep the accepted ones; repeat."""
+    """Draft up to γ tokens, verify them in one target pass, keep the accepted ones; repeat.
+
+    With `settings.adaptive`, a round drafts until the draft grows unsure (Drafter.propose) or reaches
+    the cap, which moves with acceptance (next_draft_cap). `detail` = False skips the top-token
+    tables a teacher shows (RoundTrace.positions), for runs nobody watches round by round.
+    """
+    gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
+    threshold = settings.draft_threshold if settings.adaptive else 0.0
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
     for _ in prefill(target, tokens):
         pass
-    num_new, index = 0, 0
+    num_new, index, cap = 0, 0, gamma
     while num_new < max_new_tokens:
         # Leave room for the one token the target always adds, so we never overshoot the budget.
-        k = min(gamma, max_new_tokens - num_new - 1)
+        k = min(cap, max_new_tokens - num_new - 1)
 
-        # 1. Draft: k tokens, each with the distribution q it was drawn from.
+        # 1. Draft: up to k tokens, each with the distribution q it was drawn from.
         start = time.perf_counter()
         target_before, draft_before = target.cache_length, drafter.cache_length
-        draft = drafter.propose(tokens, k, sampling, generator)
+        with record_function("draft"):
+            draft = drafter.propose(tokens, k, sampling, generator, threshold)
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
         # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
-        logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
+        with record_function("verify"):
+            logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
         target_verified = target.cache_length
-        target_probs = warp_probs(logits, sampling)
 
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
-        if sampling.greedy:
-            verdict = greedy_accept(draft.tokens, draft.probs, target_probs)
-        else:
-            verdict = speculative_accept(draft.tokens, draft.probs, target_probs, generator)
+        with record_function("accept"):
+            target_probs = warp_probs(logits, sampling)
+            if sampling.greedy:
+                verdict = greedy_accept(draft.tokens, draft.probs, target_probs)
+            else:
+                verdict = speculative_accept(draft.tokens, draft.probs, target_probs, generator)
         verified = time.perf_counter()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
@@ -160,19 +192,24 @@ def speculative_rounds(
 
         # 4. Roll back both KV caches: keep the context and the accepted drafts, drop the rest.
         #    (The emitted last token is fed at the start of the next round.)
-        surviving = context_length + verdict.num_accepted
-        target.rollback(surviving)
-        drafter.rollback(surviving)
+        with record_function("rollback"):
+            surviving = context_length + verdict.num_accepted
+            target.rollback(surviving)
+            drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
+        stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
-        yield _trace(
-            index, context_length, draft.tokens, draft.probs, target_probs, verdict,
-            emitted, drafted - start, verified - drafted, caches,
-        )  # fmt: skip
+        with record_function("trace"):
+            yield _trace(
+                index, context_length, draft, target_probs if detail else None, verdict,
+                emitted, drafted - start, verified - drafted, caches, cap, stop,
+            )  # fmt: skip
         index += 1
         if stopped:
             return
+        if settings.adaptive:
+            cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma)
 
 
 def target_only_steps(

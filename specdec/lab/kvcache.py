@@ -46,8 +46,10 @@ def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_
         token = drafted[position - context] if is_draft else None
         dropped = kept is not None and position >= kept
         cells.append(CacheCell(position, DRAFT if is_draft else READ, token, dropped))
-    if draft_row and drafted:  # x_k was proposed, never fed; it stays in the text if every draft passed
-        last = context + len(drafted) - 1
+    last = context + len(drafted) - 1
+    # x_k is usually proposed, never fed (it stays in the text if every draft passed). An adaptive
+    # stop fed it: the draft computed its q for the next token, then chose not to propose one.
+    if draft_row and drafted and stop <= last:
         rejected = last >= context + trace.num_accepted
         cells.append(CacheCell(last, NOT_FED, drafted[-1], kept is not None and rejected))
     return cells

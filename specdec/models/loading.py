@@ -27,6 +27,7 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from specdec.core.cached_model import ReducedHead
+from specdec.core.matmul import choose_layout, layout_of
 from specdec.errors import SpecDecError
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -110,7 +111,8 @@ class LoadedModel:
 
     def describe(self) -> str:
         size = self.num_parameters / 1e6
-        return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype})"
+        layout = f", {layout_of(self.model)} matmuls" if self.device.type == "cpu" else ""
+        return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype}{layout})"
 
 
 def _bundled_gguf() -> Path:
@@ -240,7 +242,9 @@ def load_model(name: str, fast: bool = False) -> LoadedModel:
         raise SpecDecError(f"not enough memory to load model '{name}' on {device.type}") from error
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
-    return LoadedModel(name, model.to(device).eval(), tokenizer, head_token_ids)
+    model = model.to(device).eval()
+    choose_layout(model)  # fp32 on a CPU: whichever matrix layout this machine runs faster
+    return LoadedModel(name, model, tokenizer, head_token_ids)
 
 
 def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:

@@ -44,15 +44,17 @@ class RunModels:
 
 
 def rounds(
-    pair: ModelPair, prompt_ids: list[int], settings: Settings, models: RunModels | None = None
+    pair: ModelPair,
+    prompt_ids: list[int],
+    settings: Settings,
+    models: RunModels | None = None,
+    detail: bool = True,
 ) -> Iterator[RoundTrace]:
     """Speculative decoding, one trace per round, with fresh caches (or `models`, maybe prefilled)
-    and a fresh generator for this run."""
+    and a fresh generator for this run. `detail` = False: lean traces, for runs nobody steps through."""
     models = models or RunModels.of(pair)
-    return speculative_rounds(
-        models.target, models.drafter, prompt_ids, settings.gamma, settings.sampling,
-        _generator(settings.seed), settings.max_new_tokens, pair.stop_token_ids,
-    )  # fmt: skip
+    return speculative_rounds(models.target, models.drafter, prompt_ids, settings,
+                              _generator(settings.seed), pair.stop_token_ids, detail)
 
 
 def target_steps(pair: ModelPair, prompt_ids: list[int], settings: Settings) -> Iterator[TargetStep]:

@@ -1,0 +1,79 @@
+"""fp32 linear layers on a CPU with the weight on the left: y = (W @ xᵀ)ᵀ instead of x @ Wᵀ.
+
+Decoding feeds a linear layer one to a few token rows, so its cost is reading the weights from
+memory. Both forms are one BLAS call with the same numbers, but on the 2-core machine MKL reads the
+weights far faster in the second: one token through SmolLM2-135M took 53 ms as `x @ Wᵀ` (a
+single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
+48 ms (`python -m specdec bench --forward-costs` prints both on any machine). So the layout is picked
+per process by timing the model itself once at load, not assumed; SPECDEC_MATMUL=rows or columns
+fixes it. Only the summation order changes, by ~1e-5 in the logits, and a run uses one layout
+throughout, so target-only and speculative decoding stay comparable token for token.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch import nn
+
+ROWS, COLUMNS = "rows", "columns"
+
+
+def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`rows @ weight.T` computed as `(weight @ rows.T).T`: (n, in) x (out, in) -> (n, out), contiguous."""
+    count = rows.shape[0]
+    if count == 1:  # two identical columns take MKL's threaded matrix product, not its matrix-vector one
+        rows = rows.repeat(2, 1)
+    # Contiguous output: the next layer must get rows in the usual layout, or MKL slows down again.
+    return (weight @ rows.T).T[:count].contiguous()
+
+
+class ColumnLinear(nn.Linear):
+    """nn.Linear with the weight on the left (see the module's docstring); same weights, same results."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = linear_columns(x.reshape(-1, x.shape[-1]), self.weight)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def set_layout(model: nn.Module, layout: str) -> None:
+    """Switch every linear layer of `model` to one layout (the weights are not touched)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.__class__ = ColumnLinear if layout == COLUMNS else nn.Linear
+
+
+def layout_of(model: nn.Module) -> str:
+    return COLUMNS if any(isinstance(m, ColumnLinear) for m in model.modules()) else ROWS
+
+
+@torch.inference_mode()
+def _forward_seconds(model: nn.Module, num_tokens: int, repeats: int = 3) -> float:
+    input_ids = torch.zeros((1, num_tokens), dtype=torch.long, device=model.device)
+    times = []
+    for _ in range(repeats + 1):  # the first call warms up
+        start = time.perf_counter()
+        model(input_ids=input_ids, use_cache=False)
+        times.append(time.perf_counter() - start)
+    return min(times[1:])
+
+
+def choose_layout(model: nn.Module) -> str:
+    """Give an fp32 model on a CPU the faster layout for 1- and 5-token passes; leave others alone."""
+    forced = os.environ.get("SPECDEC_MATMUL")
+    if model.device.type != "cpu" or model.dtype != torch.float32:
+        layout = ROWS  # GPUs and bf16 (oneDNN) kernels are fine as they are
+    elif forced in (ROWS, COLUMNS):
+        layout = forced
+    else:
+        costs = {}
+        for candidate in (ROWS, COLUMNS):
+            set_layout(model, candidate)
+            costs[candidate] = _forward_seconds(model, 1) + _forward_seconds(model, 5)
+        layout = min(costs, key=costs.get)
+    set_layout(model, layout)
+    return layout
