@@ -6,7 +6,7 @@ import streamlit as st
 
 from app_pages import student, ui
 from app_pages.student import code, md_escape
-from specdec.lab import charts, kvcache
+from specdec.lab import charts, draft_length, kvcache
 from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
 
@@ -185,6 +185,8 @@ def _counters(hide_current: bool) -> None:
 def _draft_strip(trace, stage: int) -> str:
     """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
     chips = []
+    adaptive = stepper.settings.adaptive and stepper.pair.draft is not None
+    confidence = draft_length.running_confidence(trace) if adaptive else []
     for i, token in enumerate(trace.drafted_tokens):
         if stage == 1 and i >= state["revealed"]:
             break  # not drafted yet: stage 1 shows the drafter at work, one token per beat
@@ -192,6 +194,8 @@ def _draft_strip(trace, stage: int) -> str:
         q, p = trace.draft_token_probs[i], trace.target_token_probs[i]
         if stage < 3:
             note = f"q={q:.2f}" if stage == 1 else f"q={q:.2f} p={p:.2f}"
+            if stage == 1 and adaptive:
+                note += f" Π={confidence[i]:.2f}"
             chips.append(ui.token_chip(label, "sd-draft", title=f"draft {i + 1}: {label}", note=note))
         elif i < trace.num_accepted:
             chips.append(ui.token_chip(label, style=ui.ORIGIN_STYLE["accepted"], note="✓",
@@ -249,6 +253,7 @@ def _stage_drafting(trace, labels) -> None:
         f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
         "distribution **q**. Nothing has been checked yet."
     )
+    st.markdown(f"**Why {trace.num_drafted}?** {draft_length.why_drafting_stopped(trace, stepper.settings)}")
     if trace.num_drafted == 0:
         return
     if stepper.pair.draft is None:

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 import streamlit as st
 
-from specdec.config import SamplingConfig, ServerLimits, Settings, ui_range
+from specdec.config import SamplingConfig, ServerLimits, Settings, help_of, ui_range
 from specdec.errors import SpecDecError
 from specdec.lab.kvcache import DRAFT, NOT_FED, READ, CacheRow
 from specdec.lab.links import read_link
@@ -29,7 +29,8 @@ CHART_CONFIG = {"displayModeBar": False}  # every chart: no Plotly toolbar over 
 
 # The numeric settings, each from the config dataclass that defines its default and range.
 NUMERIC_SETTINGS = {"gamma": Settings, "temperature": SamplingConfig, "top_k": SamplingConfig,
-                    "top_p": SamplingConfig, "seed": Settings, "max_new_tokens": Settings}  # fmt: skip
+                    "top_p": SamplingConfig, "seed": Settings, "max_new_tokens": Settings,
+                    "draft_threshold": Settings}  # fmt: skip
 LIMITS = {name: ui_range(config, name) for name, config in NUMERIC_SETTINGS.items()}
 
 
@@ -45,6 +46,7 @@ SETTINGS = {
                 or default_drafter(os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET))),
     **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
        for name, config in NUMERIC_SETTINGS.items()},
+    "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # The round view's student mode, so that an instructor's link opens it for every student.
     "student": ("student", bool, lambda: False),
@@ -167,7 +169,11 @@ def sidebar_controls() -> None:
     )
     mirrored(sb.text_input, "Drafter", "drafter", help=drafters)
     sb.header("Decoding")
-    mirrored(sb.slider, "γ: tokens drafted per round", "gamma", *LIMITS["gamma"])
+    mirrored(sb.slider, "γ: the most tokens drafted per round", "gamma", *LIMITS["gamma"])
+    mirrored(sb.toggle, "Adaptive draft length", "adaptive", help=help_of(Settings, "adaptive"))
+    mirrored(sb.slider, "Stop drafting below this confidence", "draft_threshold",
+             *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
+             help=help_of(Settings, "draft_threshold"))
     mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
     mirrored(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
     mirrored(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
@@ -318,7 +324,8 @@ def current_settings() -> Settings:
     """The sidebar's values as engine settings (SpecDecError on bad values)."""
     s = st.session_state
     sampling = SamplingConfig(float(s["temperature"]), int(s["top_k"]), float(s["top_p"]))
-    return Settings(int(s["gamma"]), sampling, int(s["max_new_tokens"]), int(s["seed"]))
+    return Settings(int(s["gamma"]), sampling, int(s["max_new_tokens"]), int(s["seed"]),
+                    bool(s["adaptive"]), float(s["draft_threshold"]))
 
 
 def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:

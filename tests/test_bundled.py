@@ -19,9 +19,11 @@ def test_bundled_target_loads_with_its_converted_cache(bundled_pair):
     assert 130e6 < bundled_pair.target.num_parameters < 140e6
 
 
-def test_bundled_greedy_speculative_equals_target_only_on_code(bundled_pair):
+@pytest.mark.parametrize("adaptive", [False, True], ids=["fixed", "adaptive"])
+def test_bundled_greedy_speculative_equals_target_only_on_code(bundled_pair, adaptive):
+    """fp32 target in whichever matrix layout the load picked: token for token, as plain decoding."""
     ids = bundled_pair.encode_prompt(CODE_PROMPT, chat=True, max_new_tokens=40)
-    greedy = Settings(gamma=4, sampling=SamplingConfig(temperature=0), max_new_tokens=40)
+    greedy = Settings(gamma=4, sampling=SamplingConfig(temperature=0), max_new_tokens=40, adaptive=adaptive)
     spec = generate(bundled_pair, ids, greedy, speculative=True)
     plain = generate(bundled_pair, ids, greedy, speculative=False)
     assert spec.token_ids == plain.token_ids

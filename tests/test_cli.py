@@ -121,10 +121,17 @@ def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
     assert code == 0
     report = json.loads(out)
     assert json.loads(output.read_text()) == report
-    entry = report["sets"]["mini"]
-    assert set(entry["tokens_per_second"]) == {"speculative", "target_only", "hf_assisted"}
-    assert entry["speculative_over_target_only"] > 0 and entry["speculative_over_hf_assisted"] > 0
-    assert 0 <= entry["alpha"] <= 1
+    methods = report["sets"]["mini"]["methods"]
+    # Every drafter with and without adaptive length, and transformers' own, against target-only.
+    assert list(methods) == report["methods"] == [
+        "target only", "n-gram, γ fixed", "n-gram, adaptive", "HF assisted: n-gram",
+        "draft model, γ fixed", "draft model, adaptive", "HF assisted: draft model"]
+    assert methods["target only"]["over_target_only"] == 1.0
+    for label, row in methods.items():
+        assert row["tokens_per_second"] > 0
+        if not label.startswith(("HF", "target")):
+            assert row["over_target_only"] > 0 and row["over_hf_assisted"] > 0
+            assert 0 <= row["alpha"] <= 1
 
 
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
@@ -133,7 +140,8 @@ def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--no-hf",
                            "--max-new-tokens", "6", "--drafter", "ngram",
                            "--target-model", tiny_pair_dirs["target"])
-    assert code == 0 and "spec/target" in out and "mini" in out
+    assert code == 0 and "÷target" in out and "n-gram, adaptive" in out and "mini" in out
+    assert "draft model" not in out  # an n-gram pair has no draft model to race
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     code, _, err = run_cli(capsys, "bench", "--prompt-set", bad, "--target-model", tiny_pair_dirs["target"])

@@ -9,8 +9,9 @@ from tiny_models import perturbed_copy
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.drafters import ModelDrafter, NgramDrafter
-from specdec.core.rounds import speculative_rounds, target_only_steps
+from specdec.core.drafters import Draft, ModelDrafter, NgramDrafter
+from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
+from specdec.core.rounds import next_draft_cap, speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
 
 PROMPT = [5, 17, 42, 8, 99, 3]
@@ -124,32 +125,46 @@ def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
         assert t.next_token in t.positions[t.num_accepted].token_ids  # the drawn token is shown too
 
 
-@pytest.mark.parametrize("reduced_head", [False, True], ids=["full head", "reduced head"])
-def test_two_token_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab, reduced_head):
-    """Real (tiny) models, context-dependent p: the law of the first two tokens is the target's.
+def exact_target_law(target_model, vocab, prompt, warp, length):
+    """{continuation: probability} of the target's first `length` tokens, from target passes alone."""
+    law = {(): 1.0}
+    for _ in range(length):
+        longer = {}
+        for prefix, mass in law.items():
+            probs = warp_probs(CachedModel(target_model, vocab).extend([*prompt, *prefix])[-1:], warp)[0]
+            for token in probs.nonzero().flatten().tolist():
+                longer[(*prefix, token)] = mass * float(probs[token])
+        law = longer
+    return law
 
-    Also with the draft's head cut to half the vocabulary (q = 0 elsewhere): still exact.
+
+@pytest.mark.parametrize(("reduced_head", "threshold"),
+                         [(False, None), (True, None), (False, 0.5), (False, 0.8)],
+                         ids=["full head", "reduced head", "adaptive 0.5", "adaptive 0.8"])
+def test_short_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab, reduced_head,
+                                                           threshold):
+    """Real (tiny) models, context-dependent p: the law of the first three tokens is the target's.
+
+    Also with the draft's head cut to half the vocabulary (q = 0 elsewhere), and with adaptive length
+    (rounds that stop drafting after 0, 1 or 2 tokens, rejections mid-round): still exact.
     """
     head = ReducedHead.of(tiny_draft, list(range(0, vocab, 2))) if reduced_head else None
     warp = SamplingConfig(temperature=1.0, top_k=3)
     prompt = PROMPT[:3]
-    # The exact target law of (y1, y2), from target passes alone.
-    model = CachedModel(tiny_target, vocab)
-    first = warp_probs(model.extend(prompt)[-1:], warp)[0]
-    exact = {}
-    for y1 in first.nonzero().flatten().tolist():
-        second = warp_probs(CachedModel(tiny_target, vocab).extend([*prompt, y1])[-1:], warp)[0]
-        for y2 in second.nonzero().flatten().tolist():
-            exact[(y1, y2)] = float(first[y1] * second[y2])
-    counts = dict.fromkeys(exact, 0)
-    for seed in range(1500):
+    exact = exact_target_law(tiny_target, vocab, prompt, warp, 3)
+    counts, lengths, samples = dict.fromkeys(exact, 0), set(), 2000
+    for seed in range(samples):
         traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab, head=head), vocab, warp, seed=seed,
-                        max_new_tokens=2, gamma=2, prompt=prompt)
-        counts[tuple(emitted(traces))] += 1  # KeyError = a pair the target cannot produce
+                        max_new_tokens=3, gamma=2, prompt=prompt, adaptive=threshold is not None,
+                        threshold=threshold or 0.0)
+        counts[tuple(emitted(traces))] += 1  # KeyError = a sequence the target cannot produce
+        lengths |= {(t.num_drafted, t.draft_stop) for t in traces}
+    if threshold:  # the threshold really cut rounds short
+        assert (1, STOP_CONFIDENCE) in lengths, lengths
     keys = list(exact)
     observed = [counts[k] for k in keys]
     total = sum(exact.values())  # float32 products: renormalise so chisquare's sums agree
-    expected = [exact[k] / total * 1500 for k in keys]
+    expected = [exact[k] / total * samples for k in keys]
     assert chisquare(observed, expected).pvalue > 1e-3
 
 
@@ -195,3 +210,69 @@ def test_greedy_with_a_reduced_draft_head_equals_target_only(tiny_target, tiny_d
     plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
                                                 torch.Generator(), 30)]
     assert emitted(traces) == plain
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.6, 0.95])
+def test_greedy_adaptive_equals_greedy_target_only(tiny_target, tiny_draft, vocab, threshold):
+    greedy = SamplingConfig(temperature=0)
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=40,
+                    gamma=6, adaptive=True, threshold=threshold)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 40)]
+    assert emitted(traces) == plain
+    assert any(t.draft_stop == STOP_CONFIDENCE for t in traces)
+
+
+def test_adaptive_stops_only_below_the_threshold_and_says_why(tiny_target, tiny_draft, vocab):
+    threshold = 0.5
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(), seed=4,
+                    max_new_tokens=60, gamma=6, adaptive=True, threshold=threshold)
+    for t in traces:
+        kept_confidence = 1.0
+        for shown in t.positions[: t.num_drafted]:  # the drafted tokens' q (top of q is among shown)
+            kept_confidence *= max(shown.draft_probs)
+        assert kept_confidence >= threshold  # every proposed draft kept the product above it
+        if t.draft_stop == STOP_CONFIDENCE:
+            assert t.stop_confidence < threshold <= kept_confidence
+        else:
+            budget_left = 60 - (t.context_length - len(PROMPT)) - 1
+            assert t.stop_confidence is None and t.num_drafted in (t.draft_cap, budget_left)
+        assert 1 <= t.draft_cap <= 6
+    assert {t.draft_stop for t in traces} >= {STOP_CONFIDENCE, STOP_CAP}
+    assert len({t.draft_cap for t in traces}) > 1  # the cap moved with acceptance
+
+
+def test_the_cap_follows_acceptance(vocab):
+    def draft(k, stop=STOP_CAP):
+        return Draft(torch.zeros(k, dtype=torch.long), torch.zeros(k, vocab), stop)
+
+    assert next_draft_cap(4, draft(4), num_accepted=4, gamma=8) == 6  # all survived: two more
+    assert next_draft_cap(7, draft(7), num_accepted=7, gamma=8) == 8  # never above γ
+    assert next_draft_cap(4, draft(4), num_accepted=2, gamma=8) == 3  # a rejection: one fewer
+    assert next_draft_cap(1, draft(1), num_accepted=0, gamma=8) == 1  # never below 1
+    assert next_draft_cap(4, draft(2, STOP_CONFIDENCE), num_accepted=2, gamma=8) == 4  # stopped early
+
+
+def test_stop_reasons_of_fixed_rounds(tiny_target, tiny_draft, vocab):
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, SamplingConfig(), max_new_tokens=10)
+    for t in traces:
+        budget_left = 10 - (t.context_length - len(PROMPT)) - 1
+        assert t.num_drafted == min(4, budget_left) and t.draft_cap == 4
+        assert t.draft_stop == (STOP_BUDGET if budget_left < 4 else STOP_CAP)
+    assert traces[-1].draft_stop == STOP_BUDGET
+    ngram, _ = run(tiny_target, NgramDrafter(vocab), vocab, SamplingConfig(), max_new_tokens=6)
+    assert ngram[0].draft_stop == STOP_NO_MATCH and ngram[0].num_drafted == 0
+
+
+def test_lean_traces_skip_the_tables_and_nothing_else(tiny_target, tiny_draft, vocab):
+    def traces(detail):
+        target = CachedModel(tiny_target, vocab)
+        return list(speculative_rounds(target, ModelDrafter(tiny_draft, vocab), PROMPT,
+                                       Settings(4, max_new_tokens=20), torch.Generator().manual_seed(2),
+                                       detail=detail))
+
+    full, lean = traces(True), traces(False)
+    assert all(t.positions for t in full) and not any(t.positions for t in lean)
+    strip = ("positions", "draft_seconds", "verify_seconds")
+    assert [{k: v for k, v in t.to_dict().items() if k not in strip} for t in lean] == \
+        [{k: v for k, v in t.to_dict().items() if k not in strip} for t in full]

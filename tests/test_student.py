@@ -8,6 +8,7 @@ from tiny_models import perturbed_copy
 from specdec.config import Settings
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import ModelDrafter, NgramDrafter
+from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds
 from specdec.lab import kvcache
 from specdec.lab.quiz import COUNT, TICK, Score, judge, survival_probabilities
@@ -66,12 +67,12 @@ def vocab(tokenizer):
     return len(tokenizer)
 
 
-def rounds_with_real_caches(target_model, draft_model, vocab, seed, max_new_tokens=40):
+def rounds_with_real_caches(target_model, draft_model, vocab, seed, max_new_tokens=40, **adaptive):
     """(trace, target cache length, draft cache length) after each round, read from the caches."""
     target = CachedModel(target_model, vocab)
     drafter = ModelDrafter(draft_model, vocab)
     generator = torch.Generator().manual_seed(seed)
-    settings = Settings(4, max_new_tokens=max_new_tokens, adaptive=False)
+    settings = Settings(4, max_new_tokens=max_new_tokens, **({"adaptive": False} | adaptive))
     for trace in speculative_rounds(target, drafter, PROMPT, settings, generator):
         yield trace, target.cache_length, drafter.cache_length
 
@@ -98,6 +99,22 @@ def test_the_cache_strip_matches_the_real_caches_after_every_kind_of_round(tiny_
         assert not any(c.dropped for row in kvcache.cache_rows(trace, stage=2) for c in row.cells)
         assert [row.model for row in kvcache.cache_rows(trace, stage=1)] == ["draft"]
     assert kinds == {"bonus", "rejection", "partial"}
+
+
+def test_after_an_adaptive_stop_the_draft_has_fed_every_proposal(tiny_target, vocab):
+    """It computed q for one more token, then proposed none: no unfed cell, and the strip still
+    matches the caches."""
+    draft_model = perturbed_copy(tiny_target, scale=0.6, seed=7)
+    stops = 0
+    for trace, _, draft_length in rounds_with_real_caches(tiny_target, draft_model, vocab, 3,
+                                                          adaptive=True, draft_threshold=0.5):
+        draft_row = kvcache.cache_rows(trace, stage=5)[1]
+        assert draft_row.kept == draft_length
+        if trace.draft_stop == STOP_CONFIDENCE:
+            stops += 1
+            assert trace.caches.draft_drafted == trace.context_length + trace.num_drafted
+            assert all(cell.kind != kvcache.NOT_FED for cell in draft_row.cells)
+    assert stops > 0
 
 
 def test_an_ngram_drafter_has_no_cache_row(tiny_target, vocab):

@@ -1,13 +1,15 @@
-"""Side-by-side speed: speculative vs target-only vs Hugging Face assisted generation.
+"""Side-by-side speed: every drafter, with and without adaptive length, vs target-only decoding and
+vs Hugging Face assisted generation with the same drafter.
 
-All three run in one process on the same pair, prompts and settings, in rotating order per prompt,
-so machine noise hits each method alike. Only ratios measured in the same run are reported.
+All methods run in one process on the same target, prompts and settings, in rotating order per
+prompt, so machine noise hits each alike. Only ratios measured in the same run are reported.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -16,12 +18,46 @@ import torch
 from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
-from specdec.models.pair import ModelPair
+from specdec.models.pair import NGRAM, ModelPair
 from specdec.models.runs import generate
 from specdec.paths import HELD_OUT_PROMPT_SETS
 
 DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
-METHODS = ("speculative", "target_only", "hf_assisted")
+TARGET_ONLY, SPECULATIVE, HF_ASSISTED = "target only", "speculative", "HF assisted"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One way of decoding that bench times: target-only, or one drafter by us or by transformers."""
+
+    label: str
+    kind: str  # TARGET_ONLY, SPECULATIVE or HF_ASSISTED
+    drafter: str | None = None  # NGRAM or a draft model's name
+    adaptive: bool = False
+
+    def hf_label(self) -> str:
+        return f"{HF_ASSISTED}: {self.drafter_label}"
+
+    @property
+    def drafter_label(self) -> str:
+        return "n-gram" if self.drafter == NGRAM else "draft model"
+
+
+def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
+    """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own."""
+    methods = [Method(TARGET_ONLY, TARGET_ONLY)]
+    for drafter in drafters:
+        fixed = Method("", SPECULATIVE, drafter)
+        methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
+                    replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
+        if with_hf:
+            methods.append(Method(fixed.hf_label(), HF_ASSISTED, drafter))
+    return methods
+
+
+def bench_drafters(pair: ModelPair) -> list[str]:
+    """n-gram lookup, and the pair's draft model if it has one."""
+    return [NGRAM] + ([pair.draft.name] if pair.draft else [])
 
 
 def load_prompt_sets(paths: list[Path] | None) -> dict[str, list[str]]:
@@ -41,7 +77,9 @@ def load_prompt_sets(paths: list[Path] | None) -> dict[str, list[str]]:
 
 
 def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Settings) -> tuple[int, float]:
-    """transformers' own assisted generation with the same pair, γ and sampling -> (tokens, seconds)."""
+    """transformers' own assisted generation with the same pair, γ and sampling -> (tokens, seconds).
+
+    transformers' runs use the same target model object, so the same matrix layout (core.matmul)."""
     model = pair.target.model
     sampling = settings.sampling
     options = {"max_new_tokens": settings.max_new_tokens, "do_sample": not sampling.greedy}
@@ -66,12 +104,14 @@ def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Setti
     return output.shape[1] - input_ids.shape[1], seconds
 
 
-def _run_method(method: str, pair: ModelPair, prompt_ids: list[int], settings: Settings):
+def _run(method: Method, pair: ModelPair, prompt_ids: list[int], settings: Settings):
     """-> (tokens, seconds, traces, plain decoding seconds: target-only's steps without the prefill)"""
-    if method == "hf_assisted":
+    pair = pair.with_drafter(method.drafter) if method.drafter else pair
+    if method.kind == HF_ASSISTED:
         tokens, seconds = hf_assisted_generate(pair, prompt_ids, settings)
         return tokens, seconds, [], 0.0
-    result = generate(pair, prompt_ids, settings, speculative=method == "speculative")
+    result = generate(pair, prompt_ids, replace(settings, adaptive=method.adaptive),
+                      speculative=method.kind == SPECULATIVE, detail=False)
     return len(result.token_ids), result.wall_seconds, result.rounds, result.metrics.get("step_seconds", 0.0)
 
 
@@ -87,87 +127,103 @@ def run_bench_sets(
     repeats: int = 1,
     with_hf: bool = True,
     log: TextIO | None = None,
+    drafters: list[str] | None = None,
 ) -> dict:
-    methods = METHODS if with_hf else METHODS[:2]
+    """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints."""
+    methods = bench_methods(drafters or bench_drafters(pair), with_hf)
+    for drafter in {m.drafter for m in methods if m.drafter}:
+        pair.with_drafter(drafter)  # load now: a load must not be timed
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
-        _run_method(method, pair, warmup_ids, Settings(settings.gamma, settings.sampling, 8))
+        _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))
     report = {
         "target": pair.target.describe(),
-        "drafter": pair.draft.describe() if pair.draft else "n-gram prompt lookup",
+        "drafters": {m.drafter_label: pair.with_drafter(m.drafter).draft.describe()
+                     if m.drafter != NGRAM else "n-gram prompt lookup"
+                     for m in methods if m.drafter},
         "gamma": settings.gamma,
+        "draft_threshold": settings.draft_threshold,
         "temperature": settings.sampling.temperature,
         "top_k": settings.sampling.top_k,
         "top_p": settings.sampling.top_p,
         "max_new_tokens": settings.max_new_tokens,
         "chat": chat,
         "repeats": repeats,
+        "methods": [m.label for m in methods],
         "sets": {},
     }
     for set_name, prompts in prompt_sets.items():
-        tokens = dict.fromkeys(methods, 0)
-        seconds = dict.fromkeys(methods, 0.0)
-        traces, plain_step_seconds = [], 0.0
+        tokens = {m.label: 0 for m in methods}
+        seconds = {m.label: 0.0 for m in methods}
+        traces = {m.label: [] for m in methods}
+        plain_step_seconds = 0.0
         for prompt_index, prompt in enumerate(prompts):
             prompt_ids = pair.encode_prompt(prompt, chat, settings.max_new_tokens)
             for repeat in range(repeats):
                 shift = (prompt_index + repeat) % len(methods)  # rotate who runs first
                 for method in methods[shift:] + methods[:shift]:
-                    n, s, t, steps = _run_method(method, pair, prompt_ids, settings)
-                    tokens[method] += n
-                    seconds[method] += s
-                    traces += t
+                    n, s, t, steps = _run(method, pair, prompt_ids, settings)
+                    if log:
+                        print(f"    {method.label}: {n} tokens in {s:.2f} s", file=log)
+                    tokens[method.label] += n
+                    seconds[method.label] += s
+                    traces[method.label] += t
                     plain_step_seconds += steps
             if log:
                 print(f"  {set_name}: prompt {prompt_index + 1}/{len(prompts)} done", file=log)
-        rates = {m: _rate(tokens[m], seconds[m]) for m in methods}
-        metrics = summarize(traces)
-        plain_step = plain_step_seconds / tokens["target_only"] if tokens["target_only"] else 0.0
-        theory = speedup_theory(traces, plain_step)
-        entry = {
-            "prompts": len(prompts),
-            "tokens_per_second": rates,
-            "speculative_over_target_only": _rate(rates["speculative"], rates["target_only"]),
-            "alpha": metrics.alpha,
-            "acceptance_rate": metrics.acceptance_rate,
-            "tokens_per_pass": metrics.tokens_per_pass,
-            "drafted_per_round": metrics.mean_drafted,
-            "cost_ratio": theory.cost_ratio,
-            "verify_cost": theory.verify_cost,
-            "theoretical_speedup": theory.paper,
-            "theoretical_speedup_here": theory.on_this_machine,
-        }
-        if with_hf:
-            entry["speculative_over_hf_assisted"] = _rate(rates["speculative"], rates["hf_assisted"])
+        rates = {label: _rate(tokens[label], seconds[label]) for label in tokens}
+        plain_step = _rate(plain_step_seconds, tokens[TARGET_ONLY])
+        entry = {"prompts": len(prompts), "methods": {}}
+        for method in methods:
+            row = {"tokens_per_second": rates[method.label],
+                   "over_target_only": _rate(rates[method.label], rates[TARGET_ONLY])}
+            if method.kind == SPECULATIVE:
+                run_traces = traces[method.label]
+                metrics, theory = summarize(run_traces), speedup_theory(run_traces, plain_step)
+                row |= {
+                    "alpha": metrics.alpha,
+                    "acceptance_rate": metrics.acceptance_rate,
+                    "tokens_per_pass": metrics.tokens_per_pass,
+                    "drafted_per_round": metrics.mean_drafted,
+                    "cost_ratio": theory.cost_ratio,
+                    "verify_cost": theory.verify_cost,
+                    "theoretical_speedup": theory.paper,
+                    "theoretical_speedup_here": theory.on_this_machine,
+                }
+                if with_hf:
+                    row["over_hf_assisted"] = _rate(rates[method.label], rates[method.hf_label()])
+            entry["methods"][method.label] = row
         report["sets"][set_name] = entry
     return report
 
 
 def format_bench_table(report: dict) -> str:
-    lines = [
-        f"target: {report['target']}",
-        f"drafter: {report['drafter']}",
-        f"gamma={report['gamma']} temperature={report['temperature']} top_k={report['top_k']} "
-        f"top_p={report['top_p']} max_new_tokens={report['max_new_tokens']} chat={report['chat']} "
-        f"repeats={report['repeats']}",
+    lines = [f"target: {report['target']}"]
+    lines += [f"drafter, {label}: {description}" for label, description in report["drafters"].items()]
+    lines += [
+        f"gamma={report['gamma']} draft_threshold={report['draft_threshold']} "
+        f"temperature={report['temperature']} top_k={report['top_k']} top_p={report['top_p']} "
+        f"max_new_tokens={report['max_new_tokens']} chat={report['chat']} repeats={report['repeats']}",
         "",
-        f"{'set':<10} {'spec tok/s':>10} {'target tok/s':>12} {'HF tok/s':>9} "
-        f"{'spec/target':>11} {'spec/HF':>8} {'alpha':>6} {'drafts/rnd':>10} {'tok/pass':>8} "
-        f"{'theory':>7} {'here':>6}",
+        f"{'set':<11} {'method':<26} {'tok/s':>6} {'÷target':>8} {'÷HF':>6} {'alpha':>6} "
+        f"{'drafts/rnd':>10} {'tok/pass':>8} {'theory':>7} {'here':>6}",
     ]
+
+    def cell(row: dict, key: str, width: int, unit: str = "") -> str:
+        return (f"{row[key]:.2f}{unit}" if key in row else "-").rjust(width)
+
     for name, entry in report["sets"].items():
-        rates = entry["tokens_per_second"]
-        hf_rate = f"{rates['hf_assisted']:.1f}" if "hf_assisted" in rates else "-"
-        hf_ratio = f"{entry['speculative_over_hf_assisted']:.2f}x" if "hf_assisted" in rates else "-"
-        lines.append(
-            f"{name:<10} {rates['speculative']:>10.1f} {rates['target_only']:>12.1f} {hf_rate:>9} "
-            f"{entry['speculative_over_target_only']:>10.2f}x {hf_ratio:>8} {entry['alpha']:>6.2f} "
-            f"{entry['drafted_per_round']:>10.2f} {entry['tokens_per_pass']:>8.2f} "
-            f"{entry['theoretical_speedup']:>6.2f}x {entry['theoretical_speedup_here']:>5.2f}x"
-        )
+        for position, (label, row) in enumerate(entry["methods"].items()):
+            lines.append(" ".join([
+                f"{name if position == 0 else '':<11} {label:<26} {row['tokens_per_second']:>6.1f}",
+                cell(row, "over_target_only", 8, "x"), cell(row, "over_hf_assisted", 6, "x"),
+                cell(row, "alpha", 6), cell(row, "drafted_per_round", 10), cell(row, "tokens_per_pass", 8),
+                cell(row, "theoretical_speedup", 7, "x"), cell(row, "theoretical_speedup_here", 6, "x"),
+            ]))
     lines.append(
-        "theory: the expected speed-up E[tokens/pass] / (k̄c + v) from the measured alpha, drafts per "
-        "round and cost ratio c (one drafted token / one plain step), with v = 1 as in the paper; "
-        "here: with v measured (the rounds' verify time / one plain step; on a CPU v > 1)."
+        "÷target: tokens/s over target-only's; ÷HF: over transformers' assisted generation with the same "
+        "drafter and γ. theory: E[tokens/pass] / (k̄c + v) from the measured alpha, drafts per round and "
+        "cost ratio c (one drafted token / one plain step), v = 1 as in the paper; here: with v "
+        "measured (the rounds' verify time / one plain step; on a CPU v > 1)."
     )
     return "\n".join(lines)

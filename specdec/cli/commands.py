@@ -51,7 +51,7 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
                   disable=args.json or None, leave=False) as progress:
             try:
                 result = generate(pair, prompt_ids, settings, not args.no_speculation,
-                                  on_tokens=progress.update)
+                                  on_tokens=progress.update, detail=args.json)
             except torch.OutOfMemoryError as error:
                 raise SpecDecError("out of memory: lower max-new-tokens or use smaller models") from error
         if args.json:

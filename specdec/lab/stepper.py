@@ -213,6 +213,8 @@ class Stepper:
                 "top_p": sampling.top_p,
                 "max_new_tokens": self.settings.max_new_tokens,
                 "seed": self.settings.seed,
+                "adaptive": self.settings.adaptive,
+                "draft_threshold": self.settings.draft_threshold,
             },
             "prompt_ids": self.prompt_ids,
             "token_labels": {str(k): v for k, v in sorted(labels.items())},

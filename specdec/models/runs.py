@@ -90,12 +90,14 @@ def generate(
     settings: Settings,
     speculative: bool = True,
     on_tokens: Callable[[int], None] | None = None,
+    detail: bool = True,
 ) -> GenerationResult:
-    """Run to the end. `on_tokens(n)` is told how many tokens each pass produced (progress bars)."""
+    """Run to the end. `on_tokens(n)` is told how many tokens each pass produced (progress bars);
+    `detail` = False keeps lean traces (no top-token tables: see speculative_rounds)."""
     start = time.perf_counter()
     if speculative:
         traces = []
-        for trace in rounds(pair, prompt_ids, settings):
+        for trace in rounds(pair, prompt_ids, settings, detail=detail):
             traces.append(trace)
             if on_tokens:
                 on_tokens(len(trace.emitted_tokens))

@@ -22,7 +22,7 @@ from transformers import LlamaForCausalLM
 
 from specdec.config import DraftTrainingConfig
 from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
-from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.paths import TRAINING_EVAL_SETS
 from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards
 
 
@@ -185,7 +185,7 @@ def train_draft(
     eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
     if not eval_path.exists():
         eval_sets = {name: make_eval_set(target, json.loads(path.read_text())["prompts"], config.eval_tokens)
-                     for name, path in HELD_OUT_PROMPT_SETS.items()}
+                     for name, path in TRAINING_EVAL_SETS.items()}
         torch.save(eval_sets, eval_path)
     eval_sets = torch.load(eval_path, weights_only=False)
 

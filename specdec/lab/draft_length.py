@@ -1,0 +1,36 @@
+"""Why a round drafted as many tokens as it did, in words a student can check against the numbers."""
+
+from __future__ import annotations
+
+from specdec.config import Settings
+from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH, RoundTrace
+
+
+def running_confidence(trace: RoundTrace) -> list[float]:
+    """After each draft: the product of the draft's top probabilities so far, the adaptive rule's
+    estimate that every draft up to there survives. Needs the trace's top-token tables."""
+    products, product = [], 1.0
+    for shown in trace.positions[: trace.num_drafted]:
+        product *= max(shown.draft_probs)
+        products.append(product)
+    return products
+
+
+def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
+    k, cap = trace.num_drafted, trace.draft_cap
+    if trace.draft_stop == STOP_CONFIDENCE:
+        return (f"Adaptive length: one more draft would have brought the chance that every draft "
+                f"survives (the product of the draft's top probabilities) to "
+                f"**{trace.stop_confidence:.2f}**, below the threshold **{settings.draft_threshold:.2f}**, "
+                f"so the drafter stopped after {k} and the target takes over.")  # fmt: skip
+    if trace.draft_stop == STOP_BUDGET:
+        return f"The token budget leaves room for {k} draft(s) and the target's own token."
+    if trace.draft_stop == STOP_NO_MATCH:
+        return ("The n-gram lookup found nothing to copy beyond this." if k else
+                "The n-gram lookup found no earlier occurrence of the last tokens: nothing to copy.")
+    assert trace.draft_stop == STOP_CAP, trace.draft_stop
+    if settings.adaptive and cap < settings.gamma:
+        return (f"It reached this round's cap, **{cap}**. With adaptive length the cap follows "
+                f"acceptance: two more after a round whose every draft survived, one fewer after a "
+                f"rejection, never above γ = {settings.gamma}.")  # fmt: skip
+    return f"It reached the cap, γ = **{cap}**."

@@ -1,0 +1,66 @@
+"""The weight-on-the-left linear layers: the same numbers as nn.Linear, in whichever layout is picked."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from specdec.config import SamplingConfig
+from specdec.core import matmul
+from specdec.core.cached_model import CachedModel
+from specdec.core.drafters import ModelDrafter
+from specdec.core.rounds import target_only_steps
+from specdec.models.runs import _generator
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+@pytest.mark.parametrize("bias", [False, True])
+def test_column_linear_computes_what_linear_computes(rows, bias):
+    layer = nn.Linear(48, 80, bias=bias)
+    x = torch.randn(1, rows, 48)
+    expected = layer(x)
+    matmul.set_layout(layer, matmul.COLUMNS)
+    assert isinstance(layer, matmul.ColumnLinear)
+    got = layer(x)
+    assert got.shape == expected.shape and got.is_contiguous()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target, monkeypatch):
+    monkeypatch.setenv("SPECDEC_MATMUL", "columns")
+    assert matmul.choose_layout(tiny_target) == matmul.COLUMNS == matmul.layout_of(tiny_target)
+    monkeypatch.setenv("SPECDEC_MATMUL", "rows")
+    assert matmul.choose_layout(tiny_target) == matmul.ROWS == matmul.layout_of(tiny_target)
+    monkeypatch.delenv("SPECDEC_MATMUL")
+    assert matmul.choose_layout(tiny_target) in (matmul.ROWS, matmul.COLUMNS)  # timed
+    half = copy.deepcopy(tiny_target).to(torch.bfloat16)
+    assert matmul.choose_layout(half) == matmul.ROWS  # bf16 kernels are left alone
+    matmul.set_layout(tiny_target, matmul.ROWS)
+
+
+def test_greedy_speculation_matches_plain_decoding_in_columns(tiny_target, vocab):
+    """One run, one layout: speculative and plain decoding agree token for token."""
+    from tiny_models import perturbed_copy
+
+    from specdec.config import Settings
+    from specdec.core.rounds import speculative_rounds
+
+    draft = perturbed_copy(tiny_target, scale=0.6, seed=7)
+    for model in (tiny_target, draft):
+        matmul.set_layout(model, matmul.COLUMNS)
+    try:
+        greedy = SamplingConfig(temperature=0)
+        prompt = [3, 17, 42, 5]
+        plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, greedy,
+                                                    _generator(0), 30)]
+        traces = speculative_rounds(CachedModel(tiny_target, vocab), ModelDrafter(draft, vocab), prompt,
+                                    Settings(4, greedy, 30), _generator(0))
+        assert [t for trace in traces for t in trace.emitted_tokens] == plain
+    finally:
+        matmul.set_layout(tiny_target, matmul.ROWS)
+
+
+@pytest.fixture(scope="module")
+def vocab(tokenizer):
+    return len(tokenizer)
