@@ -9,8 +9,15 @@ from tiny_models import perturbed_copy
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.drafters import Draft, ModelDrafter, NgramDrafter
-from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
+from specdec.core.drafters import Draft, LookupThenModelDrafter, ModelDrafter, NgramDrafter
+from specdec.core.records import (
+    DRAFTED_BY_LOOKUP,
+    DRAFTED_BY_MODEL,
+    STOP_BUDGET,
+    STOP_CAP,
+    STOP_CONFIDENCE,
+    STOP_NO_MATCH,
+)
 from specdec.core.rounds import next_draft_cap, speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
 
@@ -276,3 +283,34 @@ def test_lean_traces_skip_the_tables_and_nothing_else(tiny_target, tiny_draft, v
     strip = ("positions", "draft_seconds", "verify_seconds")
     assert [{k: v for k, v in t.to_dict().items() if k not in strip} for t in lean] == \
         [{k: v for k, v in t.to_dict().items() if k not in strip} for t in full]
+
+
+def test_lookup_then_model_copies_when_it_can_and_stays_exact(tiny_target, tiny_draft, vocab):
+    """Greedy: the same tokens as plain decoding; rounds drafted by both the lookup and the model."""
+    greedy = SamplingConfig(temperature=0)
+    drafter = LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=1), ModelDrafter(tiny_draft, vocab))
+    prompt = PROMPT * 2  # repeats itself: the lookup finds matches
+    traces, target = run(tiny_target, drafter, vocab, greedy, max_new_tokens=40, prompt=prompt)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, greedy,
+                                                torch.Generator(), 40)]
+    assert emitted(traces) == plain
+    assert {t.drafted_by for t in traces} == {DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL}
+    # The model's cache caught up after copied rounds: it holds no token the text does not have.
+    assert drafter.cache_length <= target.cache_length + 1
+
+
+def test_lookup_then_model_keeps_the_target_distribution(tiny_target, tiny_draft, vocab):
+    warp = SamplingConfig(temperature=1.0, top_k=3)
+    prompt = [*PROMPT[:3], *PROMPT[:2]]  # the last two tokens occurred before: the lookup proposes
+    exact = exact_target_law(tiny_target, vocab, prompt, warp, 3)
+    counts, sources, samples = dict.fromkeys(exact, 0), set(), 2000
+    for seed in range(samples):
+        drafter = LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=1), ModelDrafter(tiny_draft, vocab))
+        traces, _ = run(tiny_target, drafter, vocab, warp, seed=seed, max_new_tokens=3, gamma=2,
+                        prompt=prompt)
+        counts[tuple(emitted(traces))] += 1
+        sources |= {t.drafted_by for t in traces if t.num_drafted}
+    assert sources == {DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL}
+    keys = list(exact)
+    total = sum(exact.values())
+    assert chisquare([counts[k] for k in keys], [exact[k] / total * samples for k in keys]).pvalue > 1e-3

@@ -18,7 +18,7 @@ import torch
 from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
-from specdec.models.pair import NGRAM, ModelPair
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.models.runs import generate
 from specdec.paths import HELD_OUT_PROMPT_SETS
 
@@ -40,24 +40,29 @@ class Method:
 
     @property
     def drafter_label(self) -> str:
-        return "n-gram" if self.drafter == NGRAM else "draft model"
+        if self.drafter == NGRAM:
+            return "n-gram"
+        return "n-gram, then model" if self.drafter.startswith(LOOKUP_FIRST) else "draft model"
 
 
 def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
-    """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own."""
+    """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own where it
+    has that drafter (it has no lookup-then-model)."""
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         fixed = Method("", SPECULATIVE, drafter)
         methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
                     replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
-        if with_hf:
+        if with_hf and not drafter.startswith(LOOKUP_FIRST):
             methods.append(Method(fixed.hf_label(), HF_ASSISTED, drafter))
     return methods
 
 
 def bench_drafters(pair: ModelPair) -> list[str]:
-    """n-gram lookup, and the pair's draft model if it has one."""
-    return [NGRAM] + ([pair.draft.name] if pair.draft else [])
+    """n-gram lookup, and with a draft model: the model, and lookup first, then the model."""
+    if pair.draft is None:
+        return [NGRAM]
+    return [NGRAM, pair.draft.name, LOOKUP_FIRST + pair.draft.name]
 
 
 def load_prompt_sets(paths: list[Path] | None) -> dict[str, list[str]]:
@@ -104,6 +109,12 @@ def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Setti
     return output.shape[1] - input_ids.shape[1], seconds
 
 
+def _describe_drafter(pair: ModelPair) -> str:
+    if pair.draft is None:
+        return "n-gram prompt lookup"
+    return ("n-gram prompt lookup, then " if pair.lookup_first else "") + pair.draft.describe()
+
+
 def _run(method: Method, pair: ModelPair, prompt_ids: list[int], settings: Settings):
     """-> (tokens, seconds, traces, plain decoding seconds: target-only's steps without the prefill)"""
     pair = pair.with_drafter(method.drafter) if method.drafter else pair
@@ -138,8 +149,7 @@ def run_bench_sets(
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))
     report = {
         "target": pair.target.describe(),
-        "drafters": {m.drafter_label: pair.with_drafter(m.drafter).draft.describe()
-                     if m.drafter != NGRAM else "n-gram prompt lookup"
+        "drafters": {m.drafter_label: _describe_drafter(pair.with_drafter(m.drafter))
                      for m in methods if m.drafter},
         "gamma": settings.gamma,
         "draft_threshold": settings.draft_threshold,
@@ -190,7 +200,7 @@ def run_bench_sets(
                     "theoretical_speedup": theory.paper,
                     "theoretical_speedup_here": theory.on_this_machine,
                 }
-                if with_hf:
+                if method.hf_label() in rates:
                     row["over_hf_assisted"] = _rate(rates[method.label], rates[method.hf_label()])
             entry["methods"][method.label] = row
         report["sets"][set_name] = entry
@@ -205,7 +215,7 @@ def format_bench_table(report: dict) -> str:
         f"temperature={report['temperature']} top_k={report['top_k']} top_p={report['top_p']} "
         f"max_new_tokens={report['max_new_tokens']} chat={report['chat']} repeats={report['repeats']}",
         "",
-        f"{'set':<11} {'method':<26} {'tok/s':>6} {'÷target':>8} {'÷HF':>6} {'alpha':>6} "
+        f"{'set':<11} {'method':<29} {'tok/s':>6} {'÷target':>8} {'÷HF':>6} {'alpha':>6} "
         f"{'drafts/rnd':>10} {'tok/pass':>8} {'theory':>7} {'here':>6}",
     ]
 
@@ -215,7 +225,7 @@ def format_bench_table(report: dict) -> str:
     for name, entry in report["sets"].items():
         for position, (label, row) in enumerate(entry["methods"].items()):
             lines.append(" ".join([
-                f"{name if position == 0 else '':<11} {label:<26} {row['tokens_per_second']:>6.1f}",
+                f"{name if position == 0 else '':<11} {label:<29} {row['tokens_per_second']:>6.1f}",
                 cell(row, "over_target_only", 8, "x"), cell(row, "over_hf_assisted", 6, "x"),
                 cell(row, "alpha", 6), cell(row, "drafted_per_round", 10), cell(row, "tokens_per_pass", 8),
                 cell(row, "theoretical_speedup", 7, "x"), cell(row, "theoretical_speedup_here", 6, "x"),

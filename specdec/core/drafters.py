@@ -16,7 +16,7 @@ from transformers import PreTrainedModel
 
 from specdec.config import SamplingConfig
 from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.records import STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
+from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -26,6 +26,7 @@ class Draft:
     probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from
     stop: str = STOP_CAP  # why no more were drafted (records.STOP_*)
     stop_confidence: float | None = None  # with STOP_CONFIDENCE: the product that fell below the threshold
+    source: str = DRAFTED_BY_MODEL  # who proposed the tokens (records.DRAFTED_BY_*)
 
 
 class Drafter(Protocol):
@@ -126,7 +127,8 @@ class NgramDrafter:
         tokens = torch.tensor(self.continuation(token_ids, num_tokens), dtype=torch.long)
         probs = torch.zeros(len(tokens), self.vocab_size)
         probs[torch.arange(len(tokens)), tokens] = 1.0
-        return Draft(tokens, probs, STOP_CAP if len(tokens) == num_tokens else STOP_NO_MATCH)
+        return Draft(tokens, probs, STOP_CAP if len(tokens) == num_tokens else STOP_NO_MATCH,
+                     source=DRAFTED_BY_LOOKUP)
 
     def rollback(self, length: int) -> None:
         """Nothing to forget: the lookup reads the sequence afresh every round."""
@@ -135,3 +137,31 @@ class NgramDrafter:
     def cache_length(self) -> None:
         """No cache: nothing is remembered between rounds."""
         return None
+
+
+class LookupThenModelDrafter:
+    """Copy when the text repeats itself, else ask the draft model.
+
+    Prompt lookup costs nothing and, where it finds a match (a summary quoting its passage, code
+    reusing its names), is often right for several tokens; the model drafts everywhere else. Which
+    one drafts depends on the text so far alone, never on the target, so the rule stays exact. The
+    model's cache simply falls behind during copied rounds and catches up in one pass next time.
+    """
+
+    def __init__(self, lookup: NgramDrafter, model: ModelDrafter):
+        self.name = f"n-gram lookup, then {model.name}"
+        self.lookup, self.model = lookup, model
+        self.cached = model.cached  # the only cache: the model's
+
+    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+        copied = self.lookup.propose(token_ids, num_tokens, sampling, generator)
+        if len(copied.tokens):
+            return copied
+        return self.model.propose(token_ids, num_tokens, sampling, generator, threshold)
+
+    def rollback(self, length: int) -> None:
+        self.model.rollback(length)
+
+    @property
+    def cache_length(self) -> int:
+        return self.model.cache_length

@@ -39,6 +39,10 @@ STOP_BUDGET = "budget"  # the token budget had room for fewer
 STOP_CONFIDENCE = "confidence"  # adaptive: the chance that every draft survives fell below the threshold
 STOP_NO_MATCH = "no match"  # the n-gram lookup found no (longer) continuation
 
+# Who proposed a round's drafts (RoundTrace.drafted_by).
+DRAFTED_BY_MODEL = "model"  # a draft model, token by token
+DRAFTED_BY_LOOKUP = "lookup"  # copied from earlier in the text (n-gram lookup)
+
 
 @dataclass(frozen=True)
 class RoundTrace:
@@ -64,6 +68,7 @@ class RoundTrace:
     draft_stop: str = STOP_CAP  # why drafting stopped where it did (the STOP_ names above)
     # Adaptive stop: the product of the draft's top probabilities, including the token not proposed.
     stop_confidence: float | None = None
+    drafted_by: str = DRAFTED_BY_MODEL  # DRAFTED_BY_MODEL or DRAFTED_BY_LOOKUP
 
     @property
     def num_drafted(self) -> int:

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterator
 
 import torch
-from torch.profiler import record_function
 
 from specdec.config import SamplingConfig, Settings
+from specdec.core import stopwatch
 from specdec.core.acceptance import Verdict, greedy_accept, speculative_accept
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Draft, Drafter
@@ -27,6 +27,9 @@ from specdec.core.records import (
 from specdec.core.sampling import sample, warp_probs
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
+# The round's stages, as core.stopwatch names them when someone measures where the time goes.
+DRAFT, VERIFY, ACCEPT, ROLLBACK, TRACE = "draft", "verify", "warp + accept", "roll-back", "trace"
+PREFILL = "prefill"  # once per run, before the first round
 
 
 def _top_ids(probs: torch.Tensor, count: int) -> set[int]:
@@ -101,6 +104,7 @@ def _trace(
         draft_cap=draft_cap,
         draft_stop=draft_stop,
         stop_confidence=draft.stop_confidence,
+        drafted_by=draft.source,
     )
 
 
@@ -155,8 +159,9 @@ def speculative_rounds(
     threshold = settings.draft_threshold if settings.adaptive else 0.0
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
-    for _ in prefill(target, tokens):
-        pass
+    with stopwatch.stage(PREFILL):
+        for _ in prefill(target, tokens):
+            pass
     num_new, index, cap = 0, 0, gamma
     while num_new < max_new_tokens:
         # Leave room for the one token the target always adds, so we never overshoot the budget.
@@ -165,18 +170,18 @@ def speculative_rounds(
         # 1. Draft: up to k tokens, each with the distribution q it was drawn from.
         start = time.perf_counter()
         target_before, draft_before = target.cache_length, drafter.cache_length
-        with record_function("draft"):
+        with stopwatch.stage(DRAFT):
             draft = drafter.propose(tokens, k, sampling, generator, threshold)
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
         # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
-        with record_function("verify"):
+        with stopwatch.stage(VERIFY):
             logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
         target_verified = target.cache_length
 
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
-        with record_function("accept"):
+        with stopwatch.stage(ACCEPT):
             target_probs = warp_probs(logits, sampling)
             if sampling.greedy:
                 verdict = greedy_accept(draft.tokens, draft.probs, target_probs)
@@ -192,7 +197,7 @@ def speculative_rounds(
 
         # 4. Roll back both KV caches: keep the context and the accepted drafts, drop the rest.
         #    (The emitted last token is fed at the start of the next round.)
-        with record_function("rollback"):
+        with stopwatch.stage(ROLLBACK):
             surviving = context_length + verdict.num_accepted
             target.rollback(surviving)
             drafter.rollback(surviving)
@@ -200,11 +205,12 @@ def speculative_rounds(
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
         stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
-        with record_function("trace"):
-            yield _trace(
+        with stopwatch.stage(TRACE):
+            trace = _trace(
                 index, context_length, draft, target_probs if detail else None, verdict,
                 emitted, drafted - start, verified - drafted, caches, cap, stop,
             )  # fmt: skip
+        yield trace
         index += 1
         if stopped:
             return

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 
 from specdec.errors import SpecDecError
-from specdec.models.pair import NGRAM
+from specdec.models.pair import LOOKUP_FIRST, NGRAM
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 ANY_MODEL = "*"
@@ -32,7 +32,7 @@ def check_allowed(target: str, drafter: str, allowed: frozenset[str] | None) -> 
     """SpecDecError naming what may be loaded, if `target` or `drafter` is not on the list."""
     if allowed is None:
         return
-    for role, name in (("target", target), ("drafter", drafter)):
+    for role, name in (("target", target), ("drafter", drafter.removeprefix(LOOKUP_FIRST))):
         if name not in allowed:
             raise SpecDecError(
                 f"this server does not load the {role} '{name}': it loads only "

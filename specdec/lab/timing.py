@@ -17,9 +17,11 @@ from statistics import median
 import torch
 
 from specdec.config import Settings
+from specdec.core import stopwatch
 from specdec.core.cached_model import CachedModel
 from specdec.core.metrics import RunMetrics, SpeedupTheory, speedup_theory, summarize
 from specdec.core.records import RoundTrace
+from specdec.core.rounds import PREFILL
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK, locked_steps
 from specdec.models.pair import ModelPair
@@ -53,7 +55,9 @@ class TimedRun:
 def lane(pair: ModelPair, prompt_ids: list[int], settings: Settings, speculative: bool, lock=MODEL_LOCK):
     """-> (TimedRun, generator of the run's passes) - each step updates the TimedRun and yields it."""
     run = TimedRun(SPECULATIVE if speculative else TARGET)
-    source = rounds(pair, prompt_ids, settings) if speculative else target_steps(pair, prompt_ids, settings)
+    # Lean traces: a race shows rates and acceptance, never the per-position top-token tables.
+    source = (rounds(pair, prompt_ids, settings, detail=False) if speculative
+              else target_steps(pair, prompt_ids, settings))  # fmt: skip
 
     def passes() -> Iterator[TimedRun]:
         for item, seconds in locked_steps(source, lock):
@@ -253,6 +257,26 @@ def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: 
                 times.append(time.perf_counter() - start)
                 target.rollback(len(prompt_ids))
         yield {"tokens": n, "seconds": median(times), "min_seconds": min(times), "max_seconds": max(times)}
+
+
+def round_breakdown(pair: ModelPair, prompt_ids: list[int], settings: Settings, detail: bool,
+                    repeats: int = 3, lock=MODEL_LOCK) -> dict[str, float]:
+    """Where a round's time goes: milliseconds per round in each stage of the loop (core.rounds),
+    plus "other" (the loop itself), over `repeats` whole runs. `detail`: with the top-token tables
+    the round view shows (its trace stage), or lean as bench and races run."""
+    totals: dict[str, float] = {}
+    rounds_run, wall = 0, 0.0
+    for _ in range(repeats):
+        with stopwatch.measuring() as seconds:
+            for _trace, step_seconds in locked_steps(rounds(pair, prompt_ids, settings, detail=detail), lock):
+                rounds_run += 1
+                wall += step_seconds
+        for name, value in seconds.items():
+            totals[name] = totals.get(name, 0.0) + value
+    wall -= totals.pop(PREFILL, 0.0)  # once per run, not per round
+    per_round = {name: 1000 * value / rounds_run for name, value in totals.items()}
+    per_round["other"] = max(0.0, 1000 * wall / rounds_run - sum(per_round.values()))
+    return per_round
 
 
 def device_name(pair: ModelPair) -> str:

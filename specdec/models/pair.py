@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specdec.core.drafters import Drafter, ModelDrafter, NgramDrafter
+from specdec.core.drafters import Drafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 NGRAM = "ngram"
+LOOKUP_FIRST = "ngram+"  # "ngram+<draft model>": copy when the text repeats itself, else ask the model
 
 
 def default_drafter(target_name: str) -> str:
@@ -23,6 +24,7 @@ def default_drafter(target_name: str) -> str:
 class ModelPair:
     target: LoadedModel
     draft: LoadedModel | None  # None for drafters that need no model (n-gram lookup)
+    lookup_first: bool = False  # try an n-gram lookup before asking the draft model
 
     @classmethod
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
@@ -30,25 +32,31 @@ class ModelPair:
         return cls(load_model(target_name), None).with_drafter(drafter or default_drafter(target_name))
 
     def with_drafter(self, drafter: str) -> ModelPair:
-        """The same loaded target with another drafter ("ngram" or a draft model): no second target."""
+        """The same loaded target with another drafter ("ngram", a draft model, or "ngram+" and a draft
+        model): no second target, and no second load of a draft it already has."""
         if drafter == NGRAM:
             return ModelPair(self.target, None)
-        if self.draft is not None and self.draft.name == drafter:
-            return self
-        draft = load_model(drafter, fast=True)
+        lookup_first, model_name = drafter.startswith(LOOKUP_FIRST), drafter.removeprefix(LOOKUP_FIRST)
+        if self.draft is not None and self.draft.name == model_name:
+            return ModelPair(self.target, self.draft, lookup_first)
+        draft = load_model(model_name, fast=True)
         check_tokenizers_match(self.target, draft)
-        return ModelPair(self.target, draft)
+        return ModelPair(self.target, draft, lookup_first)
 
     @property
     def drafter_name(self) -> str:
-        return NGRAM if self.draft is None else self.draft.name
+        if self.draft is None:
+            return NGRAM
+        return LOOKUP_FIRST + self.draft.name if self.lookup_first else self.draft.name
 
     def new_drafter(self) -> Drafter:
         """A fresh drafter for one run: its KV cache is that run's alone."""
+        lookup = NgramDrafter(self.target.vocab_size)
         if self.draft is None:
-            return NgramDrafter(self.target.vocab_size)
-        return ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
-                            self.draft.reduced_head)
+            return lookup
+        model = ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
+                             self.draft.reduced_head)
+        return LookupThenModelDrafter(lookup, model) if self.lookup_first else model
 
     @property
     def stop_token_ids(self) -> set[int]:

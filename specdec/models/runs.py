@@ -10,7 +10,7 @@ import torch
 
 from specdec.config import Settings
 from specdec.core.cached_model import CachedModel
-from specdec.core.drafters import Drafter, ModelDrafter
+from specdec.core.drafters import Drafter
 from specdec.core.metrics import summarize
 from specdec.core.records import RoundTrace, TargetStep
 from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
@@ -36,7 +36,8 @@ class RunModels:
     def prefill(self, prompt_ids: list[int], chunk_size: int) -> Iterator[float]:
         """Both caches fed the prompt in chunks (see core.rounds.prefill); after every pass, yields
         the fraction of the work done (the target's share counts like the draft's, token for token)."""
-        caches = [self.target] + ([self.drafter.cached] if isinstance(self.drafter, ModelDrafter) else [])
+        draft_cache = getattr(self.drafter, "cached", None)  # a drafter with a model has one
+        caches = [self.target] + ([draft_cache] if draft_cache is not None else [])
         per_cache = max(len(prompt_ids) - 1, 1)
         for number, cache in enumerate(caches):
             for fed in prefill(cache, prompt_ids, chunk_size):
