@@ -6,23 +6,33 @@ from app_pages import ui
 from specdec.lab import charts, timing
 from specdec.models.pair import ModelPair
 
-SIZES = (1, 2, 4, 8, 16, 32)
+SIZES = (1, 2, 3, 5, 8, 16, 32)  # 2 to 5: the verification passes of γ = 1 to 4
+LEAN = "lean (bench, races)"
+BREAKDOWNS = {"round view (full trace)": True, LEAN: False}  # label -> build the top-token tables
 
 
 def intro() -> None:
     st.title("The idle machine")
     st.markdown(
         "Speculative decoding bets that checking γ+1 tokens in one pass costs about as much as producing "
-        "one. On a GPU, decoding one token at a time is **memory-bound**: every pass streams all the "
-        "weights from memory and the arithmetic units mostly wait, so a few more tokens ride along almost "
-        "free. On a small CPU the arithmetic itself is the bottleneck and the cost grows with the tokens."
+        "one. Decoding one token at a time is **memory-bound**: every pass streams all the weights from "
+        "memory and the arithmetic units mostly wait, so a few more tokens ride along almost free. On a "
+        "GPU that holds well. On a small CPU the matrix kernels decide: for a handful of token rows they "
+        "may read the weights more than once, or on one core only, and the cost grows with the tokens."
     )
 
 
 def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | None:
     """The timing controls; returns (rows, device, finished) for these settings, if measured."""
     device = timing.device_name(pair)
-    st.markdown(f"This server runs the target **{pair.target.name}** on **{device}**.")
+    st.markdown(f"This server runs the target **{pair.target.describe()}** on **{device}**.")
+    st.caption(
+        "Rows or columns: a linear layer can be computed as x·Wᵀ (the token rows on the left) or as "
+        "(W·xᵀ)ᵀ, the same numbers from one matrix product with the operands swapped. On a CPU the "
+        "faster of the two is picked by timing the model once at load (SPECDEC_MATMUL=rows or columns "
+        "fixes it); on the 2-core machine this project is measured on, columns made one token 1.7x "
+        "faster and a 5-token pass 1.5x faster."
+    )
     repeats = st.slider("Repeats per size (the median is plotted)", 1, 20, 5, key="_im_repeats")
     key = (pair.target.name, tuple(prompt_ids), int(repeats))
     if ui.run_stop_buttons("Time the forward pass", "b_cost", "b_im_stop", "_im_stop"):
@@ -68,8 +78,33 @@ def show(rows: list[dict], measured_on: str, finished: bool, gamma: int) -> None
     )
 
 
+def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
+    """Where one round's time goes, with the round view's full trace and lean (bench, races)."""
+    st.header("Where a round's time goes")
+    st.markdown(
+        "A round is two models' forward passes and a little bookkeeping: sampling q, the acceptance test "
+        "on p and q, rolling back both KV caches, and (for the round view) the top-token tables it shows. "
+        "Everything but the passes should be small."
+    )
+    results = st.session_state["_im_breakdown"]
+    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
+    if st.button("Measure a round", key="b_breakdown"):
+        with st.spinner("timing rounds…"):
+            results[key] = {label: timing.round_breakdown(pair, prompt_ids, settings, detail)
+                            for label, detail in BREAKDOWNS.items()}
+    if key not in results:
+        st.info("Press **Measure a round**: three runs of the prompt with the sidebar's settings, each way.")
+        return
+    ui.chart(charts.round_breakdown_chart(results[key]))
+    lean = results[key][LEAN]
+    passes = lean.get("draft", 0) + lean.get("verify", 0)
+    st.caption(f"Lean: {sum(lean.values()):.1f} ms per round, of which the draft's and the target's passes "
+               f"(with sampling q) take {passes / max(sum(lean.values()), 1e-9):.0%}.")
+
+
 ui.init_state()
 st.session_state.setdefault("_im_results", {})
+st.session_state.setdefault("_im_breakdown", {})
 intro()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, st.session_state["prompt"], new_tokens=max(SIZES))
@@ -78,3 +113,4 @@ if measured is None:
     st.info("Press **Time the forward pass** (after the prompt of *Round by round*, with the KV cache).")
 else:
     show(*measured, gamma=settings.gamma)
+round_breakdown(pair, ui.current_settings(), prompt_ids)

@@ -41,7 +41,7 @@ def show_charts(slot, spec, plain, tag: str) -> None:
     """`tag` names this drawing: a chart redrawn during one run needs a key of its own each time."""
     with slot.container():
         left, right = st.columns(2)
-        ui.chart(charts.race_chart(timing.race_points(spec), timing.race_points(plain)),
+        ui.chart(charts.race_chart({run.label: timing.race_points(run) for run in (spec, plain)}),
                  key=f"_sp_race{tag}", container=left)  # fmt: skip
         ui.chart(charts.cumulative_speedup_chart(timing.cumulative_speedup(spec, plain)),
                  key=f"_sp_cum{tag}", container=right)  # fmt: skip

@@ -1,6 +1,7 @@
 """Variants: other ways to draft. Prompt lookup (n-grams) vs a draft model, and what else exists."""
 
 import json
+from dataclasses import replace
 
 import streamlit as st
 
@@ -11,18 +12,27 @@ from specdec.lab import charts, timing
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED
 from specdec.lab.tokens import token_label
 from specdec.models.loading import shipped_draft_exists
-from specdec.models.pair import NGRAM, ModelPair
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 COPY_HEAVY = ASSETS / "prompt_sets" / "copy_heavy.json"
+REDRAW_EVERY = 8  # passes between redraws of the live chart: drawing costs more than a pass
+FEATURE_HEAD_PICTURE = """digraph {
+  rankdir=LR; node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="sans-serif"];
+  f [label="target's hidden state\\nat position t\\n(from the verify pass)", fillcolor="#bbdefb"];
+  e [label="embedding of\\ntoken t+1"];
+  head [label="one decoder layer\\n(the feature head)", fillcolor="#ffe0b2"];
+  fhat [label="predicted hidden state\\nat t+1"];
+  lm [label="target's output head", fillcolor="#bbdefb"];
+  q [label="q: draft token t+2"];
+  f -> head; e -> head; head -> fhat; fhat -> lm; lm -> q;
+  fhat -> head [label=" next draft", style=dashed];
+}"""
 OTHER_WAYS = """
 - **Self-speculation: Medusa** (Cai et al. 2024) adds a few extra heads to the target itself; head *i*
   predicts the token *i+1* positions ahead from the target's last hidden state. No second model to
   load or keep in step; the heads' guesses are verified in the same kind of single pass (often as a
   small tree of candidates).
-- **EAGLE** (Li et al. 2024) drafts with one light transformer layer that reads the target's own
-  features (hidden states), not just tokens, so its guesses agree with the target far more often
-  than a separate small model's.
 - **Multi-token prediction** (Gloeckle et al. 2024; DeepSeek-V3) trains the model to predict several
   future tokens at once; at inference the extra predictions serve as drafts for the model itself.
 - All of these keep the rule you saw in *The guarantee*: whatever proposes the tokens, the target's
@@ -30,7 +40,7 @@ OTHER_WAYS = """
 """
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
+@st.cache_resource(show_spinner=False, max_entries=4)
 def pair_with(target: str, drafter: str, _pair: ModelPair) -> ModelPair:
     """The loaded target with another drafter, once per process (the names are the cache key)."""
     return _pair.with_drafter(drafter)
@@ -62,41 +72,54 @@ def choose_prompt() -> str:
     return st.session_state["_va_prompt"]
 
 
-def drafters_to_compare(pair: ModelPair) -> dict[str, str]:
-    """label -> drafter name: n-gram, the sidebar's draft model, and the bundled target's trained draft."""
-    drafters = {"n-gram lookup": NGRAM}
-    if pair.draft is not None:
-        drafters[f"model: {pair.draft.name}"] = pair.draft.name
-    if pair.target.name == BUNDLED_TARGET and BUNDLED_DRAFT not in drafters.values():
-        if shipped_draft_exists():
-            drafters[f"model: {BUNDLED_DRAFT}"] = BUNDLED_DRAFT
-        else:
-            st.info(
-                f"The trained draft **{BUNDLED_DRAFT}** is not here (train it with "
-                "`python -m specdec train-draft`), so only the drafters configured are compared."
-            )
-    if len(drafters) == 1:
-        st.info("No draft model is configured: set one in the sidebar's *Drafter* box to compare it.")
-    return drafters
+def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelPair, Settings, bool]]:
+    """label -> (pair, settings, speculative): the target alone, n-gram lookup, the draft model with a
+    fixed and an adaptive length, and lookup first, then the model (the sidebar's draft model, or the
+    bundled target's trained draft)."""
+    fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
+    lanes = {timing.TARGET: (pair, settings, False),
+             "n-gram lookup": (pair_with(pair.target.name, NGRAM, pair), fixed, True)}
+    model = pair.draft.name if pair.draft is not None else None
+    if model is None and pair.target.name == BUNDLED_TARGET and shipped_draft_exists():
+        model = BUNDLED_DRAFT
+    if model is None:
+        st.info("No draft model is configured: set one in the sidebar's *Drafter* box to race it too.")
+        return lanes
+    try:
+        with_model = pair_with(pair.target.name, model, pair)
+        lookup_first = pair_with(pair.target.name, LOOKUP_FIRST + model, with_model)  # no second load
+    except SpecDecError as error:
+        st.error(f"{model}: {error}", icon=":material/error:")
+        return lanes
+    lanes["draft model, γ fixed"] = (with_model, fixed, True)
+    lanes["draft model, adaptive"] = (with_model, adaptive, True)
+    lanes["n-gram, then model, adaptive"] = (lookup_first, adaptive, True)
+    return lanes
 
 
-def compare(pair: ModelPair, drafters: dict[str, str], prompt_ids: list[int], settings: Settings):
-    """The compare button; returns (rows, finished) for this prompt and these settings, if run."""
-    key = (pair.target.name, tuple(drafters.values()), tuple(prompt_ids), settings)
+def compare(pair: ModelPair, lanes: dict, prompt_ids: list[int], settings: Settings, slot):
+    """The race button; runs the race live (redrawing `slot`), returns (rows, finished) if run."""
+    key = (pair.target.name, tuple((label, p.drafter_name) for label, (p, _, _) in lanes.items()),
+           tuple(prompt_ids), settings)  # fmt: skip
     results = st.session_state["_va_results"]
-    if ui.run_stop_buttons("Compare drafters", "b_variants", "b_va_stop", "_va_stop"):
-        pairs = {}
-        for label, name in drafters.items():
-            try:
-                pairs[label] = pair_with(pair.target.name, name, pair)
-            except SpecDecError as error:
-                st.error(f"{label}: {error}", icon=":material/error:")
-        ui.run_with_progress(
-            timing.compare_drafters(pairs, prompt_ids, settings), len(pairs) + 1,
-            lambda row: f"{row['drafter']}: {row['speedup']:.2f}x", "_va_stop",
-            lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
-        )  # fmt: skip
+    if ui.run_stop_buttons("Race the drafters", "b_variants", "b_va_stop", "_va_stop"):
+        runs = {}
+        for passes, runs in enumerate(timing.race_lanes(lanes, prompt_ids), start=1):
+            if passes % REDRAW_EVERY == 0:
+                race_chart(slot, runs, str(passes))
+            if st.session_state.get("_va_stop"):
+                break
+        if runs:
+            plain = runs[timing.TARGET]
+            rows = [timing.drafter_row(run, plain, lanes[label][0]) for label, run in runs.items()]
+            results[key] = (rows, all(run.finished for run in runs.values()), runs)
     return results.get(key)
+
+
+def race_chart(slot, runs: dict, tag: str) -> None:
+    with slot.container():
+        ui.chart(charts.race_chart({label: timing.race_points(run) for label, run in runs.items()}),
+                 key=f"_va_race{tag}")
 
 
 def drafter_column(pair: ModelPair, row: dict) -> None:
@@ -118,17 +141,19 @@ def drafter_column(pair: ModelPair, row: dict) -> None:
     st.markdown(f'<div class="sd-line">{"".join(chips)}</div>', unsafe_allow_html=True)
 
 
-def show(pair: ModelPair, rows: list[dict], finished: bool, settings: Settings) -> None:
+def show(pair: ModelPair, rows: list[dict], finished: bool, runs: dict, settings: Settings, slot) -> None:
     if not finished:
-        st.warning("Stopped: the drafters below are those measured so far.")
+        st.warning("Stopped: the numbers below cover the tokens produced so far.")
+    race_chart(slot, runs, "final")
     ui.chart(charts.drafter_chart(rows))
     st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
-    for column, row in zip(st.columns(len(rows)), rows, strict=True):
-        with column:
+    for tab, row in zip(st.tabs([row["drafter"] for row in rows]), rows, strict=True):
+        with tab:
             drafter_column(pair, row)
     st.markdown(
-        ui.legend() + '<div class="sd-legend">Uncoloured: the drafter proposed nothing '
-        "(no earlier match), so that token came from a plain target step.</div>",
+        ui.legend() + '<div class="sd-legend">Uncoloured: nothing was drafted that round (no earlier '
+        "match, or an adaptive stop before the first draft), so that token came from a plain target "
+        "step.</div>",
         unsafe_allow_html=True,
     )
     if settings.sampling.temperature > 0:
@@ -138,17 +163,34 @@ def show(pair: ModelPair, rows: list[dict], finished: bool, settings: Settings) 
         )
 
 
+def feature_head() -> None:
+    st.header("A drafter that reads the target's features")
+    st.markdown(
+        "**EAGLE** (Li et al. 2024) drafts with one light transformer layer. Its input at each position "
+        "is the token's embedding next to the target's **hidden state** one position back, which the "
+        "verification pass computes anyway; it predicts the next hidden state, and the target's own "
+        "output head turns that into q. It then drafts on from its own predicted states. Because it "
+        "starts from what the target already worked out, its guesses agree with the target far more "
+        "often than a separate small model's, at the cost of one layer per drafted token. After a "
+        "rejection its states roll back with the KV cache, like everything else."
+    )
+    st.graphviz_chart(FEATURE_HEAD_PICTURE)
+
+
 ui.init_state()
 st.session_state.setdefault("_va_results", {})
 intro()
 prompt = choose_prompt()
 pair = ui.require_pair()
-drafters = drafters_to_compare(pair)
 settings, prompt_ids = ui.require_prompt(pair, prompt)
-compared = compare(pair, drafters, prompt_ids, settings)
+lanes = lanes_to_race(pair, settings)
+chart_slot = st.empty()
+compared = compare(pair, lanes, prompt_ids, settings, chart_slot)
 if compared is None:
-    st.info("Press **Compare drafters**: the target alone, then each drafter, same prompt and settings.")
+    st.info("Press **Race the drafters**: the target alone and each drafter on the same prompt and "
+            "settings, side by side, each advancing by its own compute time.")
 else:
-    show(pair, *compared, settings)
+    show(pair, *compared, settings, chart_slot)
+feature_head()
 st.header("Other ways to draft")
 st.markdown(OTHER_WAYS)

@@ -130,7 +130,7 @@ def test_instructor_pages_with_the_bundled_pair():
 
         # 5. Variants: n-gram lookup (and the trained draft if shipped) vs the target alone.
         open_page(page, base, "variants", max_new_tokens="40")
-        click_and_wait(page, "Compare drafters", re.compile("tokens/s ·"))
+        click_and_wait(page, "Race the drafters", re.compile("tokens/s ·"))
         numbers["variants"] = {"drafters": [c for c in captions(page) if "tokens/s ·" in c]}
         shot(page, "instructor-variants")
     NUMBERS.write_text(json.dumps(numbers, indent=1, ensure_ascii=False))

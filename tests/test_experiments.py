@@ -76,10 +76,19 @@ def test_forward_cost_by_size(pair, prompt_ids):
     assert ex.device_name(pair).startswith(("CPU", "GPU"))
 
 
-def test_compare_drafters(pair, prompt_ids):
-    ngram = ModelPair(pair.target, None)
-    rows = list(ex.compare_drafters({"n-gram": ngram, "model": pair}, prompt_ids, Settings(max_new_tokens=8)))
+def test_a_race_of_several_drafters_moves_the_laggard_first(pair, prompt_ids):
+    settings = Settings(max_new_tokens=8)
+    lanes = {ex.TARGET: (pair, settings, False), "n-gram": (ModelPair(pair.target, None), settings, True),
+             "model": (pair, settings, True)}
+    tokens_when_one_finished = None
+    for runs in ex.race_lanes(lanes, prompt_ids):
+        if tokens_when_one_finished is None and any(run.finished for run in runs.values()):
+            tokens_when_one_finished = [len(run.token_ids) for run in runs.values()]
+    assert all(run.finished and len(run.token_ids) == 8 for run in runs.values())
+    assert min(tokens_when_one_finished) > 0  # interleaved: no lane waited for another to finish
+    rows = [ex.drafter_row(runs[label], runs[ex.TARGET], pair) for label in lanes]
     assert [r["drafter"] for r in rows] == [ex.TARGET, "n-gram", "model"]
+    assert rows[0]["speedup"] == 1.0 and "origins" not in rows[0] and "origins" in rows[2]
 
 
 @pytest.mark.parametrize(

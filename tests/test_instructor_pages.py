@@ -80,11 +80,23 @@ def test_idle_machine_curve(tiny_pair_dirs):
     assert any("costs" in m.value and "one-token pass" in m.value for m in at.markdown)
 
 
-def test_variants_compare(tiny_pair_dirs):
+def test_idle_machine_round_breakdown(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, IDLE, max_new_tokens=8)
+    at.button(key="b_breakdown").click().run()
+    assert_clean(at)
+    assert charts(at) == 1
+    lean = next(c.value for c in at.caption if c.value.startswith("Lean:"))
+    share = int(lean.rsplit("take ", 1)[1].split("%")[0])
+    assert 0 < share <= 100
+
+
+def test_variants_races_every_drafter(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=12)
     at.button(key="b_variants").click().run()
     assert_clean(at)
-    assert charts(at) == 1
+    assert charts(at) == 2  # the race (tokens over compute time) and the drafters' speed-ups
+    assert [t.label for t in at.tabs] == ["target only", "n-gram lookup", "draft model, γ fixed",
+                                          "draft model, adaptive", "n-gram, then model, adaptive"]
     assert any("sd-tok" in m.value for m in at.markdown if m.proto.allow_html)
 
 
@@ -92,6 +104,6 @@ def test_variants_with_no_draft_model_says_so(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, VARIANTS, drafter="ngram", max_new_tokens=8)
     assert_clean(at)
     assert any("No draft model is configured" in i.value for i in at.info)
-    at.button(key="b_variants").click().run()  # still compares n-gram lookup with the target alone
+    at.button(key="b_variants").click().run()  # still races n-gram lookup against the target alone
     assert_clean(at)
-    assert charts(at) == 1
+    assert charts(at) == 2 and [t.label for t in at.tabs] == ["target only", "n-gram lookup"]

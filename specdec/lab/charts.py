@@ -156,13 +156,15 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
 SPEC_COLOR, PLAIN_COLOR, THEORY_COLOR = "#2e7d32", "#757575", "#1e88e5"
 
 
-def race_chart(spec_points: list[tuple[float, int]], plain_points: list[tuple[float, int]]) -> go.Figure:
+LANE_COLORS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def race_chart(lanes: dict[str, list[tuple[float, int]]]) -> go.Figure:
     """Tokens produced against compute seconds, one line per lane: the steeper line is faster."""
     fig = go.Figure()
-    for name, points, color in (
-        ("speculative", spec_points, SPEC_COLOR),
-        ("target only", plain_points, PLAIN_COLOR),
-    ):
+    colors = {"speculative": SPEC_COLOR, "target only": PLAIN_COLOR}
+    for number, (name, points) in enumerate(lanes.items()):
+        color = colors.get(name, LANE_COLORS[number % len(LANE_COLORS)])
         fig.add_scatter(
             x=[s for s, _ in points],
             y=[n for _, n in points],
@@ -403,6 +405,21 @@ def forward_cost_chart(rows: list[dict], device: str) -> go.Figure:
     )
     fig.update_yaxes(title_text="ms per pass", rangemode="tozero")
     return _layout(fig, f"Target forward pass cost on {device}", height=340)
+
+
+def round_breakdown_chart(breakdowns: dict[str, dict[str, float]]) -> go.Figure:
+    """Milliseconds per round in each stage of the loop, one stacked bar per way of running it."""
+    fig = go.Figure()
+    stages = list(dict.fromkeys(stage for parts in breakdowns.values() for stage in parts))
+    for number, stage in enumerate(stages):
+        fig.add_bar(
+            y=list(breakdowns), x=[parts.get(stage, 0.0) for parts in breakdowns.values()], name=stage,
+            orientation="h", marker_color=LANE_COLORS[number % len(LANE_COLORS)],
+            hovertemplate="%{x:.2f} ms<extra>" + stage + "</extra>",
+        )  # fmt: skip
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="ms per round", gridcolor="#eeeeee")
+    return _layout(fig, "Where a round's time goes", height=220)
 
 
 def drafter_chart(rows: list[dict]) -> go.Figure:

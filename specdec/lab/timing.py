@@ -91,18 +91,28 @@ def warm_up(pair: ModelPair, prompt_ids: list[int], lock=MODEL_LOCK) -> None:
 # -- 1. the live race -------------------------------------------------------------------------
 
 
+def race_lanes(lanes: dict[str, tuple[ModelPair, Settings, bool]], prompt_ids: list[int],
+               lock=MODEL_LOCK) -> Iterator[dict[str, TimedRun]]:
+    """Several decoders on one prompt, interleaved by their own clocks: the lane that has spent the
+    least compute so far takes the next pass, so on screen all advance as if side by side on identical
+    machines. `lanes`: label -> (pair, settings, speculative). Yields every lane's run after each pass."""
+    runs, passes = {}, {}
+    for label, (pair, settings, speculative) in lanes.items():
+        runs[label], passes[label] = lane(pair, prompt_ids, settings, speculative, lock)
+        runs[label].label = label
+    while not all(run.finished for run in runs.values()):
+        running = [label for label, run in runs.items() if not run.finished]
+        behind = min(running, key=lambda label: runs[label].seconds)
+        next(passes[behind], None)
+        yield runs
+
+
 def race(pair, prompt_ids, settings, lock=MODEL_LOCK) -> Iterator[tuple[TimedRun, TimedRun]]:
-    """Speculative vs target-only on one prompt, interleaved by their own clocks: the lane that has
-    spent less compute so far takes the next pass, so on screen both advance as if side by side on
-    two identical machines. Yields (speculative, target) after every pass."""
-    spec, spec_passes = lane(pair, prompt_ids, settings, True, lock)
-    plain, plain_passes = lane(pair, prompt_ids, settings, False, lock)
-    while not (spec.finished and plain.finished):
-        behind = spec_passes if not spec.finished and (plain.finished or spec.seconds <= plain.seconds) else (
-            plain_passes
-        )  # fmt: skip
-        next(behind, None)
-        yield spec, plain
+    """Speculative vs target-only on one prompt (race_lanes with two lanes): yields (speculative,
+    target) after every pass."""
+    lanes = {SPECULATIVE: (pair, settings, True), TARGET: (pair, settings, False)}
+    for runs in race_lanes(lanes, prompt_ids, lock):
+        yield runs[SPECULATIVE], runs[TARGET]
 
 
 def race_points(run: TimedRun) -> list[tuple[float, int]]:
@@ -289,23 +299,18 @@ def device_name(pair: ModelPair) -> str:
 # -- 4. drafters side by side -----------------------------------------------------------------
 
 
-def compare_drafters(pairs: dict[str, ModelPair], prompt_ids, settings, lock=MODEL_LOCK) -> Iterator[dict]:
-    """Target-only once, then each drafter on the same prompt and settings: one row per drafter."""
-    any_pair = next(iter(pairs.values()))
-    plain = timed_run(any_pair, prompt_ids, settings, False, lock)
-    yield {"drafter": TARGET, "tokens_per_second": plain.tokens_per_second, "speedup": 1.0,
-           "acceptance_rate": None, "tokens_per_pass": 1.0, "drafted_per_round": 0.0,
-           "text": any_pair.decode(plain.token_ids)}  # fmt: skip
-    for name, pair in pairs.items():
-        spec = timed_run(pair, prompt_ids, settings, True, lock)
-        m = spec.metrics()
-        yield {
-            "drafter": name,
-            "tokens_per_second": spec.tokens_per_second,
-            "speedup": spec.tokens_per_second / plain.tokens_per_second if plain.tokens_per_second else 0.0,
-            "acceptance_rate": m.acceptance_rate if m else 0.0,
-            "tokens_per_pass": m.tokens_per_pass if m else 0.0,
-            "drafted_per_round": m.mean_drafted if m else 0.0,
-            "text": pair.decode(spec.token_ids),
-            "origins": [(t.emitted_tokens, t.num_accepted, t.is_bonus, t.num_drafted) for t in spec.traces],
-        }
+def drafter_row(run: TimedRun, plain: TimedRun, pair: ModelPair) -> dict:
+    """One lane of a drafter race as a row: its rate, speed-up over the target-only lane, acceptance."""
+    m = run.metrics()
+    row = {
+        "drafter": run.label,
+        "tokens_per_second": run.tokens_per_second,
+        "speedup": run.tokens_per_second / plain.tokens_per_second if plain.tokens_per_second else 0.0,
+        "acceptance_rate": m.acceptance_rate if m else None,
+        "tokens_per_pass": m.tokens_per_pass if m else 1.0,
+        "drafted_per_round": m.mean_drafted if m else 0.0,
+        "text": pair.decode(run.token_ids),
+    }
+    if run.traces:
+        row["origins"] = [(t.emitted_tokens, t.num_accepted, t.is_bonus, t.num_drafted) for t in run.traces]
+    return row
