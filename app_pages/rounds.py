@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages import student, ui
 from app_pages.student import code, md_escape
+from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL
 from specdec.lab import charts, draft_length, kvcache
 from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
@@ -185,7 +186,7 @@ def _counters(hide_current: bool) -> None:
 def _draft_strip(trace, stage: int) -> str:
     """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
     chips = []
-    adaptive = stepper.settings.adaptive and stepper.pair.draft is not None
+    adaptive = stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL
     confidence = draft_length.running_confidence(trace) if adaptive else []
     for i, token in enumerate(trace.drafted_tokens):
         if stage == 1 and i >= state["revealed"]:
@@ -256,8 +257,8 @@ def _stage_drafting(trace, labels) -> None:
     st.markdown(f"**Why {trace.num_drafted}?** {draft_length.why_drafting_stopped(trace, stepper.settings)}")
     if trace.num_drafted == 0:
         return
-    if stepper.pair.draft is None:
-        st.caption("The n-gram drafter copies what followed the same few tokens earlier in the text: "
+    if trace.drafted_by == DRAFTED_BY_LOOKUP:
+        st.caption("Copied by n-gram lookup: what followed the same few tokens earlier in the text. "
                    "q puts all its mass on the copied token.")  # fmt: skip
     revealing = state["revealed"] < trace.num_drafted
     follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft

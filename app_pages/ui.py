@@ -21,7 +21,7 @@ from specdec.lab.links import read_link
 from specdec.lab.quiz import COUNT, TICK
 from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
-from specdec.models.pair import NGRAM, ModelPair, default_drafter
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
@@ -165,7 +165,9 @@ def sidebar_controls() -> None:
     mirrored(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
     drafters = (
         f"'ngram' (copy from the text so far, no model), '{BUNDLED_DRAFT}' (trained with "
-        "`python -m specdec train-draft`), or a draft model's Hugging Face id or folder"
+        "`python -m specdec train-draft`), or a draft model's Hugging Face id or folder; put "
+        "'ngram+' before a model to copy first where the text repeats itself and ask the model "
+        f"elsewhere (the default: '{LOOKUP_FIRST}{BUNDLED_DRAFT}')"
     )
     mirrored(sb.text_input, "Drafter", "drafter", help=drafters)
     sb.header("Decoding")

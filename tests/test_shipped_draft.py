@@ -6,7 +6,7 @@ import torch
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel
 from specdec.models.loading import SHIPPED_DRAFT
-from specdec.models.pair import default_drafter
+from specdec.models.pair import LOOKUP_FIRST, default_drafter
 from specdec.paths import BUNDLED_DRAFT
 
 pytestmark = pytest.mark.slow  # loads the bundled models
@@ -17,8 +17,9 @@ AGREEMENT_FLOOR = 0.3  # chance is about 1 in 8192 (the reduced head); measured:
 
 def test_shipped_draft_is_the_default_and_shares_the_tokenizer(bundled_pair):
     assert (SHIPPED_DRAFT / "draft-layers.safetensors").stat().st_size < 25e6
-    assert default_drafter(bundled_pair.target.name) == BUNDLED_DRAFT
+    assert default_drafter(bundled_pair.target.name) == LOOKUP_FIRST + BUNDLED_DRAFT
     assert bundled_pair.draft.name == BUNDLED_DRAFT  # ModelPair.load checked the vocabularies
+    assert bundled_pair.lookup_first and bundled_pair.drafter_name == LOOKUP_FIRST + BUNDLED_DRAFT
     assert bundled_pair.draft.tokenizer.get_vocab() == bundled_pair.target.tokenizer.get_vocab()
     assert bundled_pair.draft.num_parameters < bundled_pair.target.num_parameters / 3
 

@@ -4,9 +4,9 @@ Decoding feeds a linear layer one to a few token rows, so its cost is reading th
 memory. Both forms are one BLAS call with the same numbers, but on the 2-core machine MKL reads the
 weights far faster in the second: one token through SmolLM2-135M took 53 ms as `x @ Wᵀ` (a
 single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
-48 ms (`python -m specdec bench --forward-costs` prints both on any machine). So the layout is picked
-per process by timing the model itself once at load, not assumed; SPECDEC_MATMUL=rows or columns
-fixes it. Only the summation order changes, by ~1e-5 in the logits, and a run uses one layout
+48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
+the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load, not
+assumed; SPECDEC_MATMUL=rows or columns fixes it. Only the summation order changes, by ~1e-5 in the logits, and a run uses one layout
 throughout, so target-only and speculative decoding stay comparable token for token.
 """
 

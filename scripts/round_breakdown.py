@@ -1,0 +1,62 @@
+"""Where a round's time goes, and what the matrix layout does to a forward pass, on this machine.
+
+    .venv/bin/python scripts/round_breakdown.py [--temperature 0] [--max-new-tokens 64]
+
+Loads the bundled pair once and prints, for both matrix layouts of the fp32 target (specdec.core.matmul):
+the target's cached forward pass over 1, 2, 3, 5 and 8 new tokens, then the milliseconds per round in
+each stage of the round loop, with the round view's full traces and lean (as bench runs), on a
+held-out code prompt with the default drafter. Both layouts are measured in one run, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specdec.config import SamplingConfig, Settings  # noqa: E402
+from specdec.core import matmul  # noqa: E402
+from specdec.lab import timing  # noqa: E402
+from specdec.models.pair import ModelPair  # noqa: E402
+from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
+
+SIZES = (1, 2, 3, 5, 8)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement")
+    args = parser.parse_args()
+    pair = ModelPair.load()
+    prompt = json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"][0]
+    prompt_ids = pair.encode_prompt(prompt, chat=True, max_new_tokens=args.max_new_tokens)
+    sampling = SamplingConfig(temperature=args.temperature)
+    settings = Settings(sampling=sampling, max_new_tokens=args.max_new_tokens)
+    chosen = matmul.layout_of(pair.target.model)
+    print(f"target: {pair.target.describe()} (picked at load: {chosen})")
+    print(f"drafter: {pair.drafter_name}; prompt: {prompt!r}; {settings}\n")
+    print(f"{'layout':<8} " + " ".join(f"{n:>2} tok ms" for n in SIZES) + "   (cached forward pass, median)")
+    breakdowns = {}
+    for layout in (matmul.ROWS, matmul.COLUMNS):
+        matmul.set_layout(pair.target.model, layout)
+        timing.warm_up(pair, prompt_ids)
+        costs = {r["tokens"]: r["seconds"] for r in timing.forward_cost_by_size(pair, prompt_ids, SIZES, 9)}
+        print(f"{layout:<8} " + " ".join(f"{1000 * costs[n]:>9.1f}" for n in SIZES))
+        for label, detail in (("full trace", True), ("lean", False)):
+            breakdowns[f"{layout}, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, detail,
+                                                                      args.repeats)
+    matmul.set_layout(pair.target.model, chosen)
+    stages = list(dict.fromkeys(s for parts in breakdowns.values() for s in parts))
+    print(f"\n{'ms per round':<22} " + " ".join(f"{s:>13}" for s in stages) + f" {'total':>8}")
+    for label, parts in breakdowns.items():
+        print(f"{label:<22} " + " ".join(f"{parts.get(s, 0.0):>13.2f}" for s in stages)
+              + f" {sum(parts.values()):>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
