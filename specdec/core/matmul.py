@@ -6,8 +6,9 @@ weights far faster in the second: one token through SmolLM2-135M took 53 ms as `
 single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
 48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
 the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load, not
-assumed; SPECDEC_MATMUL=rows or columns fixes it. Only the summation order changes, by ~1e-5 in the logits, and a run uses one layout
-throughout, so target-only and speculative decoding stay comparable token for token.
+assumed; SPECDEC_MATMUL=rows or columns fixes it. Only the summation order changes, by ~1e-5 in the
+logits, and a run uses one layout throughout, so target-only and speculative decoding stay comparable
+token for token.
 """
 
 from __future__ import annotations
