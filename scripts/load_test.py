@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import sys
@@ -70,7 +71,9 @@ async def _idle(page) -> None:
 
 
 async def run_session(browser, url: str, clicks: int, params: dict[str, str],
-                      ready: asyncio.Barrier | None = None) -> SessionResult:  # fmt: skip
+                      ready: asyncio.Barrier | None = None, cpu_marks: list | None = None,
+                      server_pid: int | None = None, done: asyncio.Barrier | None = None,
+                      ) -> SessionResult:  # fmt: skip
     """Open the round view, then (once every session is open, if `ready` is given) click Step."""
     result = SessionResult()
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -84,7 +87,8 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str],
             await page.get_by_text("Animate stages").click()
             await _idle(page)
         if ready is not None:
-            await ready.wait()  # the class has its pages open; now everyone steps at once
+            if await ready.wait() == 0 and cpu_marks is not None:  # the class has its pages open
+                cpu_marks.append(cpu_seconds(server_pid))  # now everyone steps at once
         for number in range(1, clicks + 1):
             await step.wait_for()
             result.clicks += 1
@@ -93,9 +97,12 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str],
         await page.wait_for_timeout(1000)  # a stray extra round would show by now
         await _idle(page)
         result.rounds = await _metric(page, "Rounds")
+        if done is not None and await done.wait() == 0 and cpu_marks is not None:
+            cpu_marks.append(cpu_seconds(server_pid))  # every session has stepped; no page closed yet
     except Exception as error:  # noqa: BLE001 - reported per session, the others go on
-        if ready is not None:
-            await ready.abort()  # a session that could not open must not keep the others waiting
+        for barrier in (ready, done):
+            if barrier is not None:
+                await barrier.abort()  # a failed session must not keep the others waiting
         result.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         try:
             result.rounds = await _metric(page, "Rounds")
@@ -123,15 +130,19 @@ async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int
 
 
 async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
-                   long_prompt_chars: int = 0) -> tuple[list[SessionResult], float | None]:  # fmt: skip
-    """-> (each stepping session's result, seconds the long-prompt session took to open, if any)."""
+                   long_prompt_chars: int = 0, cpu_marks: list | None = None,
+                   server_pid: int | None = None) -> tuple[list[SessionResult], float | None]:  # fmt: skip
+    """-> (each stepping session's result, seconds the long-prompt session took to open, if any).
+    `cpu_marks` gets the CPU times (cpu_seconds) when the stepping starts and when it ends."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             ready = asyncio.Barrier(sessions)
-            steppers = [run_session(browser, url, clicks, params, ready) for _ in range(sessions)]
+            done = asyncio.Barrier(sessions)
+            steppers = [run_session(browser, url, clicks, params, ready, cpu_marks, server_pid, done)
+                        for _ in range(sessions)]  # fmt: skip
             if not long_prompt_chars:
                 return list(await asyncio.gather(*steppers)), None
             long_one = asyncio.create_task(open_long_prompt(browser, url, params, long_prompt_chars))
@@ -140,6 +151,26 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
             return list(results), await long_one
         finally:
             await browser.close()
+
+
+def cpu_seconds(server_pid: int | None) -> dict[str, float]:
+    """CPU time used so far by every Chromium process and by the server (Linux /proc), in seconds."""
+    clock = os.sysconf("SC_CLK_TCK")
+    used = {"browsers": 0.0, "server": 0.0}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # the process ended meanwhile
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / clock  # utime + stime
+        if int(entry.name) == server_pid:
+            used["server"] += seconds
+        elif "chrom" in name.lower():
+            used["browsers"] += seconds
+    return used
 
 
 def tracebacks(log_text: str) -> list[str]:
@@ -186,14 +217,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
     parser.add_argument("--long-prompt-chars", type=int, default=0,
                         help="one more session opens a prompt this long while the others step")  # fmt: skip
+    parser.add_argument("--server-pid", type=int,
+                        help="the server's process id: also print its CPU time per click")  # fmt: skip
     args = parser.parse_args(argv)
     params = {"prompt": args.prompt, "seed": "0"}
+    cpu_marks: list[dict[str, float]] = []
     results, long_seconds = asyncio.run(
-        run_load(args.url.rstrip("/"), args.sessions, args.clicks, params, args.long_prompt_chars)
+        run_load(args.url.rstrip("/"), args.sessions, args.clicks, params, args.long_prompt_chars,
+                 cpu_marks, args.server_pid)
     )
     log_text = args.server_log.read_text(errors="replace") if args.server_log else None
     text, ok = report(results, log_text)
     print(text)
+    clicks = sum(r.clicks for r in results)
+    if len(cpu_marks) == 2 and clicks:
+        start, end = cpu_marks
+        per_click = {who: 1000 * (end[who] - start[who]) / clicks for who in start}
+        print(f"CPU per click while stepping: browsers {per_click['browsers']:.0f} ms"
+              + (f", server {per_click['server']:.0f} ms" if args.server_pid else ""))
     if long_seconds is not None:
         print(f"meanwhile, a {args.long_prompt_chars:,}-character prompt was read in {long_seconds:.1f} s")
     return 0 if ok else 1
