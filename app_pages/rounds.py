@@ -254,7 +254,12 @@ def _stage_drafting(trace, labels) -> None:
         f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
         "distribution **q**. Nothing has been checked yet."
     )
-    st.markdown(f"**Why {trace.num_drafted}?** {draft_length.why_drafting_stopped(trace, stepper.settings)}")
+    why = draft_length.why_drafting_stopped(trace, stepper.settings)
+    if stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL:
+        why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
+                f"that every draft up to there survives; drafting stops before Π would fall below "
+                f"{stepper.settings.draft_threshold:.2f}.)")
+    st.markdown(f"**Why {trace.num_drafted}?** {why}")
     if trace.num_drafted == 0:
         return
     if trace.drafted_by == DRAFTED_BY_LOOKUP:
@@ -460,8 +465,9 @@ def _cache_strip(trace, stage: int) -> None:
     st.markdown(
         "**KV caches.** Each model keeps keys and values for the tokens it has read. Drafting and "
         "verifying add positions; from stage 4 the roll-back drops those after the first rejection "
-        "(greyed). The target caches the accepted drafts for free; the draft never fed its last "
-        "proposal, so after a bonus round it reads that token, with the bonus, next round."
+        "(greyed). The target caches the accepted drafts for free; the draft usually never fed its "
+        "last proposal (an adaptive stop has: it computed q for one more token, then stopped), so "
+        "after a bonus round it reads that token, with the bonus, next round."
     )
     st.markdown(ui.cache_strip(rows, stepper.label), unsafe_allow_html=True)
 

@@ -97,12 +97,12 @@ def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelP
     return lanes
 
 
-def compare(pair: ModelPair, lanes: dict, prompt_ids: list[int], settings: Settings, slot):
-    """The race button; runs the race live (redrawing `slot`), returns (rows, finished) if run."""
+def compare(pair: ModelPair, lanes: dict, prompt_ids: list[int], settings: Settings, clicked: bool, slot):
+    """Runs the race live when clicked (redrawing `slot`); returns (rows, finished, runs) if run."""
     key = (pair.target.name, tuple((label, p.drafter_name) for label, (p, _, _) in lanes.items()),
            tuple(prompt_ids), settings)  # fmt: skip
     results = st.session_state["_va_results"]
-    if ui.run_stop_buttons("Race the drafters", "b_variants", "b_va_stop", "_va_stop"):
+    if clicked:
         runs = {}
         for passes, runs in enumerate(timing.race_lanes(lanes, prompt_ids), start=1):
             if passes % REDRAW_EVERY == 0:
@@ -184,8 +184,9 @@ prompt = choose_prompt()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, prompt)
 lanes = lanes_to_race(pair, settings)
-chart_slot = st.empty()
-compared = compare(pair, lanes, prompt_ids, settings, chart_slot)
+clicked = ui.run_stop_buttons("Race the drafters", "b_variants", "b_va_stop", "_va_stop")
+chart_slot = st.empty()  # under the buttons: the live race draws here
+compared = compare(pair, lanes, prompt_ids, settings, clicked, chart_slot)
 if compared is None:
     st.info("Press **Race the drafters**: the target alone and each drafter on the same prompt and "
             "settings, side by side, each advancing by its own compute time.")

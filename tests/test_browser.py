@@ -211,6 +211,7 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
 def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: bool) -> dict[str, int]:
     """Replay the run outside the browser (same seed, same rounds) to find rounds worth a picture."""
     from specdec.config import SamplingConfig, Settings
+    from specdec.core.records import STOP_CONFIDENCE
     from specdec.lab.stepper import Stepper
     from specdec.models.pair import ModelPair
 
@@ -229,6 +230,8 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
                 found.setdefault("partial", trace.index)
         if trace.num_drafted and trace.is_bonus:
             found.setdefault("bonus", trace.index)
+        if trace.num_drafted and trace.draft_stop == STOP_CONFIDENCE:
+            found.setdefault("adaptive-stop", trace.index)
     return found
 
 
@@ -237,11 +240,12 @@ if __name__ == "__main__":  # screenshots for people to look at
     ARTIFACTS.mkdir(exist_ok=True)
     bundled = "--bundled" in sys.argv
     if bundled:
+        from specdec.models.pair import LOOKUP_FIRST
         from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
-        target, drafter, chat = BUNDLED_TARGET, BUNDLED_DRAFT, True
+        target, drafter, chat = BUNDLED_TARGET, LOOKUP_FIRST + BUNDLED_DRAFT, True  # the default
         params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
-                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": BUNDLED_DRAFT}  # fmt: skip
+                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": drafter}  # fmt: skip
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         from tiny_models import save_tiny_model
@@ -257,7 +261,7 @@ if __name__ == "__main__":  # screenshots for people to look at
     with streamlit_server(env, timeout=180) as base, browser_page(height=1800) as page:
         open_rounds(page, base, params)
         done = 0
-        for kind in ("partial", "bonus"):
+        for kind in ("partial", "bonus", "adaptive-stop"):
             if kind not in wanted and kind == "partial" and "rejection" in wanted:
                 kind = "rejection"
             if kind not in wanted:
