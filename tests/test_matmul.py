@@ -64,3 +64,23 @@ def test_greedy_speculation_matches_plain_decoding_in_columns(tiny_target, vocab
 @pytest.fixture(scope="module")
 def vocab(tokenizer):
     return len(tokenizer)
+
+
+@pytest.mark.parametrize("bf16_faster", [True, False])
+def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch, bf16_faster):
+    half = copy.deepcopy(tiny_target).to(torch.bfloat16)
+    timed = []
+
+    def fake_seconds(model, **_):
+        timed.append(model.dtype)
+        return 1.0 if (model.dtype == torch.bfloat16) == bf16_faster else 2.0
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    monkeypatch.setenv("SPECDEC_MATMUL", "columns")
+    kept = matmul.faster_precision(half)
+    assert set(timed) == {torch.bfloat16, torch.float32}
+    if bf16_faster:
+        assert kept is half
+    else:
+        assert kept.dtype == torch.float32 and matmul.layout_of(kept) == matmul.COLUMNS
+        assert half.dtype == torch.bfloat16  # the bf16 model itself was not converted in place

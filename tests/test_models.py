@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from specdec.config import SamplingConfig, Settings
+from specdec.core import matmul
 from specdec.errors import SpecDecError
 from specdec.models import loading as models
 from specdec.models.pair import NGRAM, ModelPair
@@ -98,12 +99,18 @@ def test_cpu_target_is_fp32_and_draft_bf16_only_where_the_cpu_has_bf16_math(monk
     assert models.pick_device(fast=True) == (cpu, torch.float32)
 
 
-def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch):
+@pytest.mark.parametrize("bf16_faster", [True, False])
+def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, bf16_faster):
+    """With bf16 math on the CPU a draft loads in bf16 and stays so if that runs faster than fp32 in
+    its faster layout (timed at load; faked here); the target stays fp32 on a CPU."""
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(matmul, "_pass_seconds", lambda model, **_: 1.0 if (
+        (model.dtype == torch.bfloat16) == bf16_faster) else 2.0)  # fmt: skip
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
     expected_target = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    assert pair.target.model.dtype == expected_target and pair.draft.model.dtype == torch.bfloat16
+    expected_draft = torch.bfloat16 if bf16_faster or torch.cuda.is_available() else torch.float32
+    assert pair.target.model.dtype == expected_target and pair.draft.model.dtype == expected_draft
     ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=12)
     result = generate(pair, ids, Settings(gamma=3, max_new_tokens=12))
     assert len(result.token_ids) == 12 and result.rounds

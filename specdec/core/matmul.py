@@ -13,11 +13,13 @@ token for token.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 
 import torch
 from torch import nn
+from transformers import DynamicCache
 
 ROWS, COLUMNS = "rows", "columns"
 
@@ -53,14 +55,33 @@ def layout_of(model: nn.Module) -> str:
 
 
 @torch.inference_mode()
-def _forward_seconds(model: nn.Module, num_tokens: int, repeats: int = 3) -> float:
-    input_ids = torch.zeros((1, num_tokens), dtype=torch.long, device=model.device)
-    times = []
-    for _ in range(repeats + 1):  # the first call warms up
-        start = time.perf_counter()
-        model(input_ids=input_ids, use_cache=False)
-        times.append(time.perf_counter() - start)
-    return min(times[1:])
+def _pass_seconds(model: nn.Module, sizes=(1, 5), context: int = 128, repeats: int = 3) -> float:
+    """Decoding steps as the engine runs them: `sizes` new tokens after `context` cached ones."""
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.zeros((1, context), dtype=torch.long, device=model.device), cache=cache,
+          use_cache=True, logits_to_keep=1)  # fmt: skip
+    total = 0.0
+    for num_tokens in sizes:
+        input_ids = torch.zeros((1, num_tokens), dtype=torch.long, device=model.device)
+        times = []
+        for _ in range(repeats + 1):  # the first call warms up
+            start = time.perf_counter()
+            model(input_ids=input_ids, cache=cache, use_cache=True)
+            times.append(time.perf_counter() - start)
+            cache.crop(-num_tokens)
+        total += min(times[1:])
+    return total
+
+
+def faster_precision(model: nn.Module) -> nn.Module:
+    """A bf16 model on a CPU with bf16 math (a draft), or the same model in fp32 with its faster
+    layout: whichever drafts a token faster here (a draft feeds one token at a time). On the 2-core
+    machine fp32 in columns drafted a token in 3.0 ms against 3.7 ms in bf16; elsewhere bf16 may win,
+    so both are timed."""
+    bf16_seconds = _pass_seconds(model, sizes=(1,), repeats=9)
+    fp32 = copy.deepcopy(model).float()
+    choose_layout(fp32)
+    return fp32 if _pass_seconds(fp32, sizes=(1,), repeats=9) < bf16_seconds else model
 
 
 def choose_layout(model: nn.Module) -> str:
@@ -74,7 +95,7 @@ def choose_layout(model: nn.Module) -> str:
         costs = {}
         for candidate in (ROWS, COLUMNS):
             set_layout(model, candidate)
-            costs[candidate] = _forward_seconds(model, 1) + _forward_seconds(model, 5)
+            costs[candidate] = _pass_seconds(model)
         layout = min(costs, key=costs.get)
     set_layout(model, layout)
     return layout

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import choose_layout, layout_of
+from specdec.core.matmul import choose_layout, faster_precision, layout_of
 from specdec.errors import SpecDecError
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -59,7 +59,8 @@ def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
     plain greedy decoding within 64 tokens; fp32: none; the README has the loop). So a target stays
     fp32 on a CPU, and greedy speculative output matches plain decoding token for token. A draft's
     numbers only change q, which the acceptance rule handles exactly, so a draft loads with `fast`:
-    with AVX512-BF16 it runs ~1.6x faster. SPECDEC_DTYPE=float32 or bfloat16 overrides both choices.
+    with AVX512-BF16 it may run faster than in fp32, and load_model times both (core.matmul).
+    SPECDEC_DTYPE=float32 or bfloat16 overrides both choices.
     """
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     forced = os.environ.get("SPECDEC_DTYPE")
@@ -243,6 +244,8 @@ def load_model(name: str, fast: bool = False) -> LoadedModel:
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
     model = model.to(device).eval()
+    if fast and device.type == "cpu" and dtype == torch.bfloat16 and "SPECDEC_DTYPE" not in os.environ:
+        model = faster_precision(model)  # bf16, or fp32 if its faster layout beats bf16 here
     choose_layout(model)  # fp32 on a CPU: whichever matrix layout this machine runs faster
     return LoadedModel(name, model, tokenizer, head_token_ids)
 
