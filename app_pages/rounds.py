@@ -183,10 +183,15 @@ def _counters(hide_current: bool) -> None:
     cols[4].metric("Tokens per pass", f"{c.tokens_per_pass:.2f}" if c.rounds else "–")
 
 
+def _drafted_under_confidence_rule(trace) -> bool:
+    """The round's drafts came from a model under adaptive length: Π matters (a copied round is sure)."""
+    return stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL
+
+
 def _draft_strip(trace, stage: int) -> str:
     """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
     chips = []
-    adaptive = stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL
+    adaptive = _drafted_under_confidence_rule(trace)
     confidence = draft_length.running_confidence(trace) if adaptive else []
     for i, token in enumerate(trace.drafted_tokens):
         if stage == 1 and i >= state["revealed"]:
@@ -255,7 +260,7 @@ def _stage_drafting(trace, labels) -> None:
         "distribution **q**. Nothing has been checked yet."
     )
     why = draft_length.why_drafting_stopped(trace, stepper.settings)
-    if stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL:
+    if _drafted_under_confidence_rule(trace):
         why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
                 f"that every draft up to there survives; drafting stops before Π would fall below "
                 f"{stepper.settings.draft_threshold:.2f}.)")

@@ -138,12 +138,10 @@ def run_bench_sets(
     repeats: int = 1,
     with_hf: bool = True,
     log: TextIO | None = None,
-    drafters: list[str] | None = None,
 ) -> dict:
-    """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints."""
-    methods = bench_methods(drafters or bench_drafters(pair), with_hf)
-    for drafter in {m.drafter for m in methods if m.drafter}:
-        pair.with_drafter(drafter)  # load now: a load must not be timed
+    """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
+    Every drafter is the pair's own n-gram lookup or draft model, so switching drafters loads nothing."""
+    methods = bench_methods(bench_drafters(pair), with_hf)
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))

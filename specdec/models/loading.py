@@ -245,8 +245,9 @@ def load_model(name: str, fast: bool = False) -> LoadedModel:
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
     model = model.to(device).eval()
     if fast and device.type == "cpu" and dtype == torch.bfloat16 and "SPECDEC_DTYPE" not in os.environ:
-        model = faster_precision(model)  # bf16, or fp32 if its faster layout beats bf16 here
-    choose_layout(model)  # fp32 on a CPU: whichever matrix layout this machine runs faster
+        model = faster_precision(model)  # bf16, or fp32 in its faster layout if that drafts faster here
+    else:
+        choose_layout(model)  # fp32 on a CPU: whichever matrix layout this machine runs faster
     return LoadedModel(name, model, tokenizer, head_token_ids)
 
 
