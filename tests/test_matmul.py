@@ -76,6 +76,7 @@ def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch,
         return 1.0 if (model.dtype == torch.bfloat16) == bf16_faster else 2.0
 
     monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})  # nothing timed yet in this process
     monkeypatch.setenv("SPECDEC_MATMUL", "columns")
     kept = matmul.faster_precision(half)
     assert set(timed) == {torch.bfloat16, torch.float32}
@@ -84,3 +85,21 @@ def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch,
     else:
         assert kept.dtype == torch.float32 and matmul.layout_of(kept) == matmul.COLUMNS
         assert half.dtype == torch.bfloat16  # the bf16 model itself was not converted in place
+
+
+def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monkeypatch):
+    """Timing is noisy: the same model loaded again in one process must get the same layout."""
+    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    model = copy.deepcopy(tiny_target)
+    faster = iter([matmul.COLUMNS, matmul.ROWS])  # the second timing would say the opposite
+
+    def fake_seconds(timed, **_):
+        return 1.0 if matmul.layout_of(timed) == current else 2.0
+
+    current = next(faster)
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    assert matmul.choose_layout(model) == matmul.COLUMNS
+    current = next(faster)
+    again = copy.deepcopy(tiny_target)
+    assert matmul.choose_layout(again) == matmul.COLUMNS  # not timed again

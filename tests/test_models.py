@@ -105,6 +105,7 @@ def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypa
     its faster layout (timed at load; faked here); the target stays fp32 on a CPU."""
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})  # nothing timed yet in this process
     monkeypatch.setattr(matmul, "_pass_seconds", lambda model, **_: 1.0 if (
         (model.dtype == torch.bfloat16) == bf16_faster) else 2.0)  # fmt: skip
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
