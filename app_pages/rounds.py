@@ -6,7 +6,7 @@ import streamlit as st
 
 from app_pages import student, ui
 from app_pages.student import code, md_escape
-from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL
+from specdec.core.records import DRAFTED_BY_LOOKUP
 from specdec.lab import charts, draft_length, kvcache
 from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
@@ -185,7 +185,7 @@ def _counters(hide_current: bool) -> None:
 
 def _drafted_under_confidence_rule(trace) -> bool:
     """The round's drafts came from a model under adaptive length: Π matters (a copied round is sure)."""
-    return stepper.settings.adaptive and trace.drafted_by == DRAFTED_BY_MODEL
+    return stepper.settings.adaptive and trace.drafted_by != DRAFTED_BY_LOOKUP
 
 
 def _draft_strip(trace, stage: int) -> str:
@@ -265,6 +265,8 @@ def _stage_drafting(trace, labels) -> None:
                 f"that every draft up to there survives; drafting stops before Π would fall below "
                 f"{stepper.settings.draft_threshold:.2f}.)")
     st.markdown(f"**Why {trace.num_drafted}?** {why}")
+    if trace.head_read is not None:
+        _what_the_head_read(trace)
     if trace.num_drafted == 0:
         return
     if trace.drafted_by == DRAFTED_BY_LOOKUP:
@@ -277,6 +279,23 @@ def _stage_drafting(trace, labels) -> None:
     title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
     fig = _figure(trace, "draft", i, lambda: charts.draft_chart(trace.positions[i], drafted, labels, title))
     ui.chart(fig, key=f"_c1_{trace.index}")
+
+
+def _what_the_head_read(trace) -> None:
+    read = trace.head_read
+    token = md_escape(stepper.label(read.next_token))
+    st.markdown(
+        f"**What the feature head read.** The target's hidden state at token {read.position + 1} of the "
+        "text (prompt included): the last token the target has verified, whose hidden state its last "
+        f"pass computed anyway. Next to it, the embedding of **{token}**, the token the target chose "
+        "after it. From these one decoder layer predicts the "
+        "target's next hidden state, and the target's own output head turns it into q for draft 1. "
+        "Each later draft reads the head's own prediction instead of the target's."
+    )
+    if read.feature is not None:
+        title = f"The target's hidden state at position {read.position + 1} ({len(read.feature)} numbers)"
+        ui.chart(_figure(trace, "feature", 0, lambda: charts.feature_chart(read.feature, title)),
+                 key=f"_c1f_{trace.index}")
 
 
 def _stage_verify(trace, labels) -> None:

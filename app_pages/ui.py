@@ -21,8 +21,10 @@ from specdec.lab.links import read_link
 from specdec.lab.quiz import COUNT, TICK
 from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
+from specdec.models.feature_head import shipped_head_exists
+from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
-from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
 CHART_CONFIG = {"displayModeBar": False}  # every chart: no Plotly toolbar over a teaching figure
@@ -158,18 +160,40 @@ def mirrored(render, label: str, key: str, *args, **kwargs) -> None:
     render(label, *args, key=f"w_{key}", on_change=copy_back, **kwargs)
 
 
+def drafter_choices(target: str) -> list[str]:
+    """The drafters offered for `target` (the bundled target's trained ones, where shipped), and the
+    current one (typed, or from a link)."""
+    choices = [NGRAM]
+    if target == BUNDLED_TARGET:
+        choices += [BUNDLED_DRAFT, LOOKUP_FIRST + BUNDLED_DRAFT] if shipped_draft_exists() else []
+        choices += [BUNDLED_HEAD, LOOKUP_FIRST + BUNDLED_HEAD] if shipped_head_exists() else []
+    current = st.session_state["drafter"]
+    return choices + ([current] if current not in choices else [])
+
+
+DRAFTER_NAMES = {  # what the sidebar shows for the known drafters (others: the name itself)
+    NGRAM: "n-gram lookup (no model)",
+    BUNDLED_DRAFT: "draft model (2 layers)",
+    LOOKUP_FIRST + BUNDLED_DRAFT: "n-gram lookup, then draft model",
+    BUNDLED_HEAD: "feature head (reads the target)",
+    LOOKUP_FIRST + BUNDLED_HEAD: "n-gram lookup, then feature head",
+}
+
+
 def sidebar_controls() -> None:
     """The shared controls. Rendered by app.py on every page, so they keep their values across pages."""
     sb = st.sidebar
     sb.header("Models")
     mirrored(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
     drafters = (
-        f"'ngram' (copy from the text so far, no model), '{BUNDLED_DRAFT}' (trained with "
-        "`python -m specdec train-draft`), or a draft model's Hugging Face id or folder; put "
-        "'ngram+' before a model to copy first where the text repeats itself and ask the model "
-        f"elsewhere (the default: '{LOOKUP_FIRST}{BUNDLED_DRAFT}')"
+        "a choice below, or type a draft model's Hugging Face id or folder, or a feature head's folder. "
+        f"'ngram': copy from the text so far, no model. '{BUNDLED_DRAFT}': a 2-layer draft model "
+        f"(`python -m specdec train-draft`). '{BUNDLED_HEAD}': a feature head that reads the target's "
+        "hidden states (`python -m specdec train-head`). 'ngram+' before a model or head: copy first "
+        "where the text repeats itself, ask the model or head elsewhere."
     )
-    mirrored(sb.text_input, "Drafter", "drafter", help=drafters)
+    mirrored(sb.selectbox, "Drafter", "drafter", drafter_choices(st.session_state["target"].strip()),
+             format_func=lambda name: DRAFTER_NAMES.get(name, name), accept_new_options=True, help=drafters)
     sb.header("Decoding")
     mirrored(sb.slider, "γ: the most tokens drafted per round", "gamma", *LIMITS["gamma"])
     mirrored(sb.toggle, "Adaptive draft length", "adaptive", help=help_of(Settings, "adaptive"))
@@ -240,10 +264,13 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
                   help="failed loads are remembered by the server; this tries again")  # fmt: skip
         return
     sb.caption(f"**Target:** {html.escape(pair.target.describe())}")
-    if pair.draft is None:
-        sb.caption("**Drafter:** n-gram prompt lookup (no model, q = 1 on the copied token)")
+    lookup = "n-gram prompt lookup first, then " if pair.lookup_first else ""
+    if pair.head is not None:
+        sb.caption(f"**Drafter:** {lookup}{html.escape(pair.head.describe())}")
+    elif pair.draft is not None:
+        sb.caption(f"**Draft:** {lookup}{html.escape(pair.draft.describe())}")
     else:
-        sb.caption(f"**Draft:** {html.escape(pair.draft.describe())}")
+        sb.caption("**Drafter:** n-gram prompt lookup (no model, q = 1 on the copied token)")
 
 
 def require_pair() -> ModelPair:

@@ -11,9 +11,10 @@ from specdec.errors import SpecDecError
 from specdec.lab import charts, timing
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED
 from specdec.lab.tokens import token_label
+from specdec.models.feature_head import shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
-from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 COPY_HEAVY = ASSETS / "prompt_sets" / "copy_heavy.json"
 REDRAW_EVERY = 8  # passes between redraws of the live chart: drawing costs more than a pass
@@ -40,7 +41,7 @@ OTHER_WAYS = """
 """
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def pair_with(target: str, drafter: str, _pair: ModelPair) -> ModelPair:
     """The loaded target with another drafter, once per process (the names are the cache key)."""
     return _pair.with_drafter(drafter)
@@ -74,26 +75,34 @@ def choose_prompt() -> str:
 
 def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelPair, Settings, bool]]:
     """label -> (pair, settings, speculative): the target alone, n-gram lookup, the draft model with a
-    fixed and an adaptive length, and lookup first, then the model (the sidebar's draft model, or the
-    bundled target's trained draft)."""
+    fixed and an adaptive length, lookup first and then the model, and the same two for the feature
+    head (the sidebar's draft model or head, or the bundled target's trained ones)."""
     fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
     lanes = {timing.TARGET: (pair, settings, False),
              "n-gram lookup": (pair_with(pair.target.name, NGRAM, pair), fixed, True)}
-    model = pair.draft.name if pair.draft is not None else None
-    if model is None and pair.target.name == BUNDLED_TARGET and shipped_draft_exists():
+    bundled = pair.target.name == BUNDLED_TARGET
+    model, head = pair.draft and pair.draft.name, pair.head and pair.head.name
+    if model is None and bundled and shipped_draft_exists():
         model = BUNDLED_DRAFT
-    if model is None:
+    if head is None and bundled and shipped_head_exists():
+        head = BUNDLED_HEAD
+    if model is None and head is None:
         st.info("No draft model is configured: set one in the sidebar's *Drafter* box to race it too.")
         return lanes
     try:
-        with_model = pair_with(pair.target.name, model, pair)
-        lookup_first = pair_with(pair.target.name, LOOKUP_FIRST + model, with_model)  # no second load
+        if model is not None:
+            with_model = pair_with(pair.target.name, model, pair)
+            lanes["draft model, γ fixed"] = (with_model, fixed, True)
+            lanes["draft model, adaptive"] = (with_model, adaptive, True)
+            lanes["n-gram, then model, adaptive"] = (pair_with(pair.target.name, LOOKUP_FIRST + model,
+                                                               with_model), adaptive, True)
+        if head is not None:
+            with_head = pair_with(pair.target.name, head, pair)
+            lanes["feature head, adaptive"] = (with_head, adaptive, True)
+            lanes["n-gram, then head, adaptive"] = (pair_with(pair.target.name, LOOKUP_FIRST + head,
+                                                              with_head), adaptive, True)
     except SpecDecError as error:
-        st.error(f"{model}: {error}", icon=":material/error:")
-        return lanes
-    lanes["draft model, γ fixed"] = (with_model, fixed, True)
-    lanes["draft model, adaptive"] = (with_model, adaptive, True)
-    lanes["n-gram, then model, adaptive"] = (lookup_first, adaptive, True)
+        st.error(f"{error}", icon=":material/error:")
     return lanes
 
 

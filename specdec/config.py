@@ -108,6 +108,25 @@ class DraftTrainingConfig:
 
 
 @dataclass(frozen=True)
+class HeadTrainingConfig:
+    """Training the bundled target's feature head (`python -m specdec train-head`)."""
+
+    layers: int = setting(1, "decoder layers in the head")
+    max_new_tokens: int = setting(160, "answer length cap while making data")
+    generation_batch: int = setting(64, "answers sampled together (one data shard)")
+    max_shards: int = setting(0, "use only the first N data shards (0 = all): for tiny test runs")
+    feature_batch: int = setting(16, "answers per teacher-forced pass that computes the target's features")
+    batch_size: int = setting(8, "answers per training step")
+    unroll: int = setting(3, "drafting steps trained per position (later ones read the head's own features)")
+    feature_weight: float = setting(0.1, "weight of the feature regression next to the cross-entropy")
+    learning_rate: float = setting(5e-4, "peak learning rate (AdamW)")
+    minutes: float = setting(40.0, "training time budget (making data not included)")
+    max_steps: int = setting(100_000, "training steps at most")
+    eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")
+    eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
+
+
+@dataclass(frozen=True)
 class ServerLimits:
     """How one app server shares its models among sessions. Environment variables override each."""
 

@@ -11,3 +11,5 @@ TRAINING_EVAL_SETS = {name: HELD_OUT_PROMPT_SETS[name] for name in ("code", "pro
 
 BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
 BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`
+# The target's feature head, also trained here: `python -m specdec train-head`.
+BUNDLED_HEAD = "bundled:SmolLM2-135M-Instruct-head"

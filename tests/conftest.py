@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_models, browser helpers
 
-from tiny_models import save_tiny_model, tiny_model, tiny_tokenizer  # noqa: E402
+from tiny_models import save_tiny_head, save_tiny_model, tiny_model, tiny_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -25,10 +25,13 @@ def tiny_target(tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_pair_dirs(tmp_path_factory):
-    """A tiny target and draft on disk (same tokenizer), plus a draft with another tokenizer."""
+    """A tiny target, draft and feature head on disk (same tokenizer), plus a draft with another
+    tokenizer."""
     root = tmp_path_factory.mktemp("tiny-models")
+    target = save_tiny_model(root / "target", 300, seed=0)
     return {
-        "target": str(save_tiny_model(root / "target", 300, seed=0)),
+        "target": str(target),
+        "head": str(save_tiny_head(root / "head", tiny_model(300, seed=0))),
         "draft": str(save_tiny_model(root / "draft", 300, seed=1)),
         # Padded wider than the vocabulary, as real families do: must still pair with the target.
         "padded_draft": str(save_tiny_model(root / "padded", 320, seed=2)),

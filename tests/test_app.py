@@ -71,6 +71,19 @@ def test_step_back_reset_and_every_stage(tiny_pair_dirs):
     assert metrics(at)["Rounds"] == "0"
 
 
+def test_feature_head_shows_what_it_read(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS, drafter=tiny_pair_dirs["head"])
+    at.button(key="b_step").click().run()
+    at.segmented_control(key="stage").set_value(1).run()
+    assert_clean(at)
+    assert not errors(at)
+    assert any("What the feature head read" in m.value for m in at.markdown)
+    trace = at.session_state["stepper"].traces[-1]
+    assert trace.drafted_by == "feature head" and len(trace.head_read.feature) == 32  # the tiny width
+    # The hidden state it read, and q at the first draft (if it drafted any).
+    assert len(at.get("plotly_chart")) == 1 + (trace.num_drafted > 0)
+
+
 def test_same_settings_same_rounds(tiny_pair_dirs):
     runs = []
     for _ in range(2):

@@ -135,6 +135,29 @@ def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
             assert ("over_hf_assisted" in row) == (not label.startswith("n-gram, then"))
 
 
+def test_feature_head_folder_drafts_exactly_and_is_benched(capsys, tiny_pair_dirs, tmp_path):
+    head = ["--target-model", tiny_pair_dirs["target"], "--draft-model", tiny_pair_dirs["head"]]
+    outputs = []
+    for extra in ([], ["--no-speculation"]):
+        code, out, _ = run_cli(capsys, "generate", "--prompt", "def add(a, b):", "--json", "--temperature",
+                               "0", "--max-new-tokens", "16", *head, *extra)
+        assert code == 0
+        outputs.append(json.loads(out))
+    assert outputs[0]["token_ids"] == outputs[1]["token_ids"]
+    assert {r["drafted_by"] for r in outputs[0]["rounds"]} == {"feature head"}
+    read = [r["head_read"] for r in outputs[0]["rounds"]]
+    assert read[0]["feature"] and all(r is None or r["feature"] for r in read)  # None: no room to draft
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json",
+                           "--max-new-tokens", "8", *head)
+    assert code == 0
+    assert json.loads(out)["methods"] == [  # transformers has no feature head
+        "target only", "n-gram, γ fixed", "n-gram, adaptive", "HF assisted: n-gram",
+        "feature head, γ fixed", "feature head, adaptive", "n-gram, then head, γ fixed",
+        "n-gram, then head, adaptive"]
+
+
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))

@@ -18,9 +18,11 @@ import torch
 from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
+from specdec.models.feature_head import is_head, shipped_head_exists
+from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.models.runs import generate
-from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
 TARGET_ONLY, SPECULATIVE, HF_ASSISTED = "target only", "speculative", "HF assisted"
@@ -32,7 +34,7 @@ class Method:
 
     label: str
     kind: str  # TARGET_ONLY, SPECULATIVE or HF_ASSISTED
-    drafter: str | None = None  # NGRAM or a draft model's name
+    drafter: str | None = None  # NGRAM, a draft model's or a feature head's name, maybe after LOOKUP_FIRST
     adaptive: bool = False
 
     def hf_label(self) -> str:
@@ -42,27 +44,31 @@ class Method:
     def drafter_label(self) -> str:
         if self.drafter == NGRAM:
             return "n-gram"
-        return "n-gram, then model" if self.drafter.startswith(LOOKUP_FIRST) else "draft model"
+        model = "feature head" if is_head(self.drafter.removeprefix(LOOKUP_FIRST)) else "draft model"
+        return f"n-gram, then {model.split()[-1]}" if self.drafter.startswith(LOOKUP_FIRST) else model
 
 
 def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
     """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own where it
-    has that drafter (it has no lookup-then-model)."""
+    has that drafter (it has no lookup-then-model, and no feature head)."""
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         fixed = Method("", SPECULATIVE, drafter)
         methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
                     replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
-        if with_hf and not drafter.startswith(LOOKUP_FIRST):
+        if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter):
             methods.append(Method(fixed.hf_label(), HF_ASSISTED, drafter))
     return methods
 
 
 def bench_drafters(pair: ModelPair) -> list[str]:
-    """n-gram lookup, and with a draft model: the model, and lookup first, then the model."""
-    if pair.draft is None:
-        return [NGRAM]
-    return [NGRAM, pair.draft.name, LOOKUP_FIRST + pair.draft.name]
+    """n-gram lookup; and for each draft model or feature head the pair has loaded: it alone, and
+    lookup first, then it. For the bundled target, its shipped draft and head too."""
+    models = [m.name for m in (pair.draft, pair.head, *pair.loaded) if m is not None]
+    if pair.target.name == BUNDLED_TARGET:
+        models += [BUNDLED_DRAFT] if shipped_draft_exists() else []
+        models += [BUNDLED_HEAD] if shipped_head_exists() else []
+    return [NGRAM] + [d for name in dict.fromkeys(models) for d in (name, LOOKUP_FIRST + name)]
 
 
 def load_prompt_sets(paths: list[Path] | None) -> dict[str, list[str]]:
@@ -110,9 +116,10 @@ def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Setti
 
 
 def _describe_drafter(pair: ModelPair) -> str:
-    if pair.draft is None:
+    model = pair.head or pair.draft
+    if model is None:
         return "n-gram prompt lookup"
-    return ("n-gram prompt lookup, then " if pair.lookup_first else "") + pair.draft.describe()
+    return ("n-gram prompt lookup, then " if pair.lookup_first else "") + model.describe()
 
 
 def _run(method: Method, pair: ModelPair, prompt_ids: list[int], settings: Settings):
@@ -140,8 +147,11 @@ def run_bench_sets(
     log: TextIO | None = None,
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
-    Every drafter is the pair's own n-gram lookup or draft model, so switching drafters loads nothing."""
-    methods = bench_methods(bench_drafters(pair), with_hf)
+    Every drafter is loaded once before the first timed run."""
+    drafters = bench_drafters(pair)
+    for drafter in drafters:  # load each drafter once: later switches between them load nothing
+        pair = pair.with_drafter(drafter)
+    methods = bench_methods(drafters, with_hf)
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))

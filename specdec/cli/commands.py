@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from specdec.cli.arguments import config_from_args, settings_from_args
 from specdec.cli.bench import format_bench_table, load_prompt_sets, run_bench_sets
-from specdec.config import DraftTrainingConfig
+from specdec.config import DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
@@ -89,6 +89,21 @@ def run_train_draft(args: argparse.Namespace) -> None:
         print(f"training on {target.device.type}", file=sys.stderr)
     card = train_draft(target, args.work_dir, args.output, config,
                        log=lambda line: tqdm.write(line, file=sys.stderr))
+    print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
+
+
+def run_train_head(args: argparse.Namespace) -> None:
+    from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, load_model
+    from specdec.training.feature_head import train_head
+
+    config = config_from_args(HeadTrainingConfig, args)
+    tokens_file = SHIPPED_DRAFT / HEAD_TOKENS_FILE  # the draft's frequent tokens (FR-Spec): the same list
+    if not tokens_file.is_file():
+        raise SpecDecError(f"the head scores the shipped draft's token list, and {tokens_file} is missing")
+    teacher = load_model(BUNDLED_TARGET, fast=True)  # writes the answers: bf16 where that is faster
+    target = load_model(BUNDLED_TARGET)  # what the head will read and draft for
+    card = train_head(teacher, target, json.loads(tokens_file.read_text()), args.work_dir, args.output,
+                      config, log=lambda line: tqdm.write(line, file=sys.stderr))
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
-from specdec.config import DraftTrainingConfig
+from specdec.config import DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", type=Path, default=Path("assets/draft"))
     add_config_arguments(train, DraftTrainingConfig)
 
+    head = commands.add_parser("train-head", help="train a feature head (EAGLE-style) for the bundled target")
+    head.add_argument("--work-dir", type=Path, default=Path(".cache/head-training"),
+                      help="data shards, features, evaluation set and checkpoints (resumable)")
+    head.add_argument("--output", type=Path, default=Path("assets/feature_head"))
+    add_config_arguments(head, HeadTrainingConfig)
+
     figures = commands.add_parser("eval-draft", help="a draft's cost ratio and match on held-out prompts")
     figures.add_argument("--target-model", default=BUNDLED_TARGET)
     figures.add_argument("--draft-model", default=BUNDLED_DRAFT)
@@ -93,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.run_bench(args)
         elif args.command == "train-draft":
             commands.run_train_draft(args)
+        elif args.command == "train-head":
+            commands.run_train_head(args)
         else:
             commands.run_eval_draft(args)
         return 0

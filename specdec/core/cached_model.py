@@ -37,12 +37,17 @@ class ReducedHead:
 class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
 
-    def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None):
+    def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None,
+                 keep_features: bool = False):
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.cache = DynamicCache(config=model.config)
         self.head_in_columns = head is not None and layout_of(model) == COLUMNS
+        # keep_features: the last hidden state at every cached position, rolled back with the cache
+        # (a feature head drafts from them: core.feature_head).
+        self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
+        self.keep_features = keep_features
 
     @property
     def cache_length(self) -> int:
@@ -58,6 +63,12 @@ class CachedModel:
         whatever device the model is on.
         """
         input_ids = torch.tensor([token_ids], device=self.model.device)
+        if self.keep_features:  # the same two steps as the model's own forward, keeping the first's output
+            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
+                                              use_cache=True).last_hidden_state[0]
+            self.features = torch.cat([self.features, hidden])
+            logits = self.model.get_output_embeddings()(hidden[-keep_last:])
+            return logits[:, : self.vocab_size].float().cpu()
         if self.head is None:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last)
@@ -77,4 +88,5 @@ class CachedModel:
         excess = self.cache_length - length
         if excess > 0:
             self.cache.crop(-excess)  # transformers >= 5 takes the number of tokens to remove
+        self.features = self.features[:length]
 

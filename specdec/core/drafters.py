@@ -8,15 +8,25 @@ and say how many tokens their cache holds (`cache_length`, None without a cache)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 
 from specdec.config import SamplingConfig
 from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH
+from specdec.core.feature_head import FeatureHead
+from specdec.core.records import (
+    DRAFTED_BY_HEAD,
+    DRAFTED_BY_LOOKUP,
+    DRAFTED_BY_MODEL,
+    STOP_CAP,
+    STOP_CONFIDENCE,
+    STOP_NO_MATCH,
+    HeadRead,
+)
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -27,6 +37,8 @@ class Draft:
     stop: str = STOP_CAP  # why no more were drafted (records.STOP_*)
     stop_confidence: float | None = None  # with STOP_CONFIDENCE: the product that fell below the threshold
     source: str = DRAFTED_BY_MODEL  # who proposed the tokens (records.DRAFTED_BY_*)
+    head_read: HeadRead | None = None  # a feature head: what it read (its feature list left empty)
+    read_feature: torch.Tensor | None = None  # (hidden,) the feature it read, for a trace that shows it
 
 
 class Drafter(Protocol):
@@ -47,6 +59,44 @@ class Drafter(Protocol):
     def cache_length(self) -> int | None: ...
 
 
+def empty_draft(vocab_size: int, stop: str = STOP_CAP, confidence: float | None = None) -> Draft:
+    return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, vocab_size), stop, confidence)
+
+
+def draft_one_by_one(
+    logits: torch.Tensor,
+    next_logits: Callable[[int], torch.Tensor],
+    num_tokens: int,
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    threshold: float = 0.0,
+) -> Draft:
+    """Up to `num_tokens` drafts from `logits` (1, vocab), asking `next_logits(token)` after each.
+
+    With `threshold` > 0, stop before the draft whose proposal would make the chance that all drafts
+    survive, estimated as the product of the draft's top probabilities (the shipped draft is well
+    calibrated: see the README), fall below it. The stop depends on q alone, never on the target, so
+    the output distribution stays the target's.
+    """
+    tokens, probs = [], []
+    confidence, stopped_at = 1.0, None
+    for i in range(num_tokens):
+        step_probs = warp_probs(logits, sampling)  # (1, vocab)
+        confidence *= float(step_probs.max())
+        if confidence < threshold:
+            stopped_at = confidence
+            break
+        token = sample(step_probs, sampling, generator)  # (1,)
+        tokens.append(token)
+        probs.append(step_probs)
+        if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
+            logits = next_logits(int(token))
+    stop = STOP_CAP if stopped_at is None else STOP_CONFIDENCE
+    if not tokens:
+        return empty_draft(logits.shape[-1], stop, stopped_at)
+    return Draft(torch.cat(tokens), torch.cat(probs), stop, stopped_at)
+
+
 class ModelDrafter:
     """A small causal LM sharing the target's tokenizer, with a KV cache of its own."""
 
@@ -61,34 +111,13 @@ class ModelDrafter:
         self.cached = CachedModel(model, vocab_size, head)
 
     def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
-        """Up to `num_tokens` drafts; with `threshold` > 0, stop before the draft whose proposal would
-        make the chance that all drafts survive, estimated as the product of the draft's top
-        probabilities (this draft is well calibrated: see the README), fall below it. The stop
-        depends on q alone, never on the target, so the output distribution stays the target's."""
-        tokens, probs = [], []
         if num_tokens == 0:
-            return self._draft(tokens, probs, STOP_CAP)
+            return empty_draft(self.cached.vocab_size)
         # Feed whatever the draft has not seen yet. Usually that is only the last token; after a
         # round where every draft was accepted it is also the last draft (proposed, never fed).
         logits = self.cached.extend(token_ids[self.cached.cache_length :], keep_last=1)
-        confidence = 1.0
-        for i in range(num_tokens):
-            step_probs = warp_probs(logits, sampling)  # (1, vocab)
-            confidence *= float(step_probs.max())
-            if confidence < threshold:
-                return self._draft(tokens, probs, STOP_CONFIDENCE, confidence)
-            token = sample(step_probs, sampling, generator)  # (1,)
-            tokens.append(token)
-            probs.append(step_probs)
-            if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
-                logits = self.cached.extend(token.tolist())
-        return self._draft(tokens, probs, STOP_CAP)
-
-    def _draft(self, tokens: list, probs: list, stop: str, confidence: float | None = None) -> Draft:
-        if not tokens:
-            return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, self.cached.vocab_size), stop,
-                         confidence)
-        return Draft(torch.cat(tokens), torch.cat(probs), stop, confidence)
+        return draft_one_by_one(logits, lambda token: self.cached.extend([token]), num_tokens, sampling,
+                                generator, threshold)
 
     def rollback(self, length: int) -> None:
         self.cached.rollback(length)
@@ -96,6 +125,72 @@ class ModelDrafter:
     @property
     def cache_length(self) -> int:
         return self.cached.cache_length
+
+
+class FeatureDrafter:
+    """The target's feature head (core.feature_head): drafts from the target's own last hidden state.
+
+    It reads the features the target's CachedModel keeps (`keep_features`) and has a KV cache of its
+    own. Positions it computed from the target's features stay cached; positions it drafted from its
+    own predicted features are forgotten at every roll-back and read again from the target's.
+    """
+
+    def __init__(self, head: FeatureHead, target: CachedModel, reduced: ReducedHead,
+                 name: str = "feature head"):
+        self.name = name
+        self.head, self.target, self.reduced = head, target, reduced
+        self.embeddings = target.model.get_input_embeddings()
+        self.cache = DynamicCache(config=head.config)
+        self.true_length = 0  # head positions computed from the target's own features
+
+    @torch.inference_mode()
+    def _predict(self, next_token_ids: list[int], features: torch.Tensor) -> torch.Tensor:
+        """Head positions reading (embedding of each next token, feature) -> predicted features."""
+        embeddings = self.embeddings(torch.tensor([next_token_ids], device=features.device))
+        return self.head(embeddings, features[None], self.cache)[0]
+
+    def _logits(self, feature: torch.Tensor) -> torch.Tensor:
+        """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
+        logits = torch.full((1, self.target.vocab_size), float("-inf"))
+        logits[:, self.reduced.token_ids] = (feature @ self.reduced.weight.T).float().cpu()
+        return logits
+
+    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+        verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1
+        if num_tokens == 0 or verified == 0:  # no room left, or a one-token prompt: no feature to read
+            return replace(empty_draft(self.target.vocab_size), source=DRAFTED_BY_HEAD)
+        # Position i reads (x_{i+1}, f_i): catch up on the positions verified since the last round
+        # (at least the last one, whose output the first draft comes from).
+        self.rollback(min(self.true_length, verified - 1))
+        seen = self.true_length
+        predicted = self._predict(token_ids[seen + 1 : verified + 1], self.target.features[seen:verified])
+        self.true_length = verified
+        feature = predicted[-1:]
+
+        def next_logits(token: int) -> torch.Tensor:
+            nonlocal feature
+            feature = self._predict([token], feature)  # its own prediction stands in for the target's
+            return self._logits(feature)
+
+        draft = draft_one_by_one(self._logits(feature), next_logits, num_tokens, sampling, generator,
+                                 threshold)
+        read = HeadRead(position=verified - 1, next_token=token_ids[verified], feature=None)
+        return replace(draft, source=DRAFTED_BY_HEAD, head_read=read,
+                       read_feature=self.target.features[verified - 1].float().cpu())
+
+    def rollback(self, length: int) -> None:
+        """Keep only positions read from the target's features (the drafts' are read again next round)."""
+        self.true_length = min(self.true_length, length)
+        excess = self.cache.get_seq_length() - self.true_length
+        if excess > 0:
+            self.cache.crop(-excess)
+
+    @property
+    def cache_length(self) -> int:
+        """Tokens the head has read, counted as a draft model's cache counts them: position i read
+        token i + 1 (and the target's feature of token i), so L positions have read L + 1 tokens."""
+        positions = self.cache.get_seq_length()
+        return positions + 1 if positions else 0
 
 
 class NgramDrafter:
@@ -148,10 +243,10 @@ class LookupThenModelDrafter:
     model's cache simply falls behind during copied rounds and catches up in one pass next time.
     """
 
-    def __init__(self, lookup: NgramDrafter, model: ModelDrafter):
+    def __init__(self, lookup: NgramDrafter, model: ModelDrafter | FeatureDrafter):
         self.name = f"n-gram lookup, then {model.name}"
         self.lookup, self.model = lookup, model
-        self.cached = model.cached  # the only cache: the model's
+        self.cached = getattr(model, "cached", None)  # a draft model's cache, prefilled with the target's
 
     def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
         copied = self.lookup.propose(token_ids, num_tokens, sampling, generator)

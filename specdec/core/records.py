@@ -42,6 +42,16 @@ STOP_NO_MATCH = "no match"  # the n-gram lookup found no (longer) continuation
 # Who proposed a round's drafts (RoundTrace.drafted_by).
 DRAFTED_BY_MODEL = "model"  # a draft model, token by token
 DRAFTED_BY_LOOKUP = "lookup"  # copied from earlier in the text (n-gram lookup)
+DRAFTED_BY_HEAD = "feature head"  # a feature head reading the target's last hidden state (EAGLE)
+
+
+@dataclass(frozen=True)
+class HeadRead:
+    """What a feature head read to make a round's first draft (core.feature_head)."""
+
+    position: int  # the last verified position: its token's index in the sequence
+    next_token: int  # the token after it (the one the target chose last), whose embedding it read too
+    feature: list[float] | None  # the target's last hidden state there; None in a lean run
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,8 @@ class RoundTrace:
     draft_stop: str = STOP_CAP  # why drafting stopped where it did (the STOP_ names above)
     # Adaptive stop: the product of the draft's top probabilities, including the token not proposed.
     stop_confidence: float | None = None
-    drafted_by: str = DRAFTED_BY_MODEL  # DRAFTED_BY_MODEL or DRAFTED_BY_LOOKUP
+    drafted_by: str = DRAFTED_BY_MODEL  # one of the DRAFTED_BY_ names above
+    head_read: HeadRead | None = None  # with a feature head: what its first draft read
 
     @property
     def num_drafted(self) -> int:

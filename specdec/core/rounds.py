@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
@@ -105,6 +106,8 @@ def _trace(
         draft_stop=draft_stop,
         stop_confidence=draft.stop_confidence,
         drafted_by=draft.source,
+        head_read=draft.head_read if draft.head_read is None or target_probs is None else replace(
+            draft.head_read, feature=[round(v, 4) for v in draft.read_feature.tolist()]),
     )
 
 

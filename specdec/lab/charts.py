@@ -78,6 +78,21 @@ def draft_chart(position: ShownDistribution, drafted: int, labels: dict[int, str
     return _layout(_narrow(fig, len(ids)), title)
 
 
+def feature_chart(feature: list[float], title: str, columns: int = 32) -> go.Figure:
+    """A hidden state as a heat strip: its numbers in rows of `columns`, blue below zero, red above."""
+    rows = [feature[i : i + columns] for i in range(0, len(feature), columns)]
+    rows[-1] = rows[-1] + [None] * (columns - len(rows[-1]))
+    limit = max(abs(v) for v in feature) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=rows, zmin=-limit, zmax=limit, colorscale="RdBu_r", showscale=True,
+        customdata=[[r * columns + c for c in range(columns)] for r in range(len(rows))],
+        hovertemplate="dimension %{customdata}: %{z:.3f}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, autorange="reversed")
+    return _layout(fig, title, height=90 + 12 * len(rows))
+
+
 def distribution_chart(
     position: ShownDistribution,
     labels: dict[int, str],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specdec.core.records import DRAFTED_BY_MODEL, RoundTrace
+from specdec.core.records import DRAFTED_BY_LOOKUP, RoundTrace
 
 READ = "read"  # a token of the text the model had not seen yet (fed this round)
 DRAFT = "draft"  # a drafted token: fed by the draft to draft the next one; scored by the target
@@ -50,7 +50,7 @@ def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_
     # x_k is usually proposed, never fed (it stays in the text if every draft passed). An adaptive
     # stop fed it: the draft computed its q for the next token, then chose not to propose one.
     # A copied round (n-gram lookup) never asked the model: nothing of it is in the model's cache.
-    if draft_row and drafted and stop <= last and trace.drafted_by == DRAFTED_BY_MODEL:
+    if draft_row and drafted and stop <= last and trace.drafted_by != DRAFTED_BY_LOOKUP:
         rejected = last >= context + trace.num_accepted
         cells.append(CacheCell(last, NOT_FED, drafted[-1], kept is not None and rejected))
     return cells

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from specdec.errors import SpecDecError
 from specdec.models.pair import LOOKUP_FIRST, NGRAM
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 ANY_MODEL = "*"
 
@@ -24,7 +24,8 @@ def allowed_models(environ: Mapping[str, str]) -> frozenset[str] | None:
     listed = environ.get("SPECDEC_ALLOWED_MODELS", "").strip()
     if listed == ANY_MODEL:
         return None
-    names = {name.strip() for name in listed.split(",")} if listed else {BUNDLED_TARGET, BUNDLED_DRAFT}
+    bundled = {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD}
+    names = {name.strip() for name in listed.split(",")} if listed else bundled
     return frozenset((names | started_with | {NGRAM}) - {""})
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specdec.core.drafters import Drafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
+from specdec.core.cached_model import CachedModel
+from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
+from specdec.models.feature_head import LoadedHead, is_head, load_head
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -24,39 +26,60 @@ def default_drafter(target_name: str) -> str:
 @dataclass(frozen=True)
 class ModelPair:
     target: LoadedModel
-    draft: LoadedModel | None  # None for drafters that need no model (n-gram lookup)
-    lookup_first: bool = False  # try an n-gram lookup before asking the draft model
+    draft: LoadedModel | None  # the draft model that drafts; None for the other drafters
+    lookup_first: bool = False  # try an n-gram lookup before asking the draft model or the head
+    head: LoadedHead | None = None  # the feature head that drafts, reading the target (core.feature_head)
+    loaded: tuple = ()  # every draft model and head loaded for this target so far: switching reloads none
 
     @classmethod
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
-        """`drafter` is "ngram", or a draft model's bundled name, Hugging Face id or folder."""
+        """`drafter` is "ngram", a draft model's bundled name, Hugging Face id or folder, or a feature
+        head's (bundled name or folder); "ngram+" before a model or head: lookup first."""
         return cls(load_model(target_name), None).with_drafter(drafter or default_drafter(target_name))
 
     def with_drafter(self, drafter: str) -> ModelPair:
-        """The same loaded target with another drafter ("ngram", a draft model, or "ngram+" and a draft
-        model): no second target, and no second load of a draft it already has."""
+        """The same loaded target with another drafter ("ngram", a draft model or a feature head, with
+        "ngram+" before either): no second target, and no second load of a drafter it already had."""
+        loaded = tuple({m.name: m for m in (self.draft, self.head, *self.loaded) if m is not None}.values())
         if drafter == NGRAM:
-            return ModelPair(self.target, None)
+            return ModelPair(self.target, None, loaded=loaded)
         lookup_first, model_name = drafter.startswith(LOOKUP_FIRST), drafter.removeprefix(LOOKUP_FIRST)
-        if self.draft is not None and self.draft.name == model_name:
-            return ModelPair(self.target, self.draft, lookup_first)
-        draft = load_model(model_name, fast=True)
-        check_tokenizers_match(self.target, draft)
-        return ModelPair(self.target, draft, lookup_first)
+        model = next((m for m in loaded if m.name == model_name), None)
+        if model is None:
+            if is_head(model_name):
+                model = load_head(model_name, self.target)
+            else:
+                model = load_model(model_name, fast=True)
+                check_tokenizers_match(self.target, model)
+            loaded += (model,)
+        if isinstance(model, LoadedHead):
+            return ModelPair(self.target, None, lookup_first, model, loaded)
+        return ModelPair(self.target, model, lookup_first, None, loaded)
 
     @property
     def drafter_name(self) -> str:
-        if self.draft is None:
+        model = self.head or self.draft
+        if model is None:
             return NGRAM
-        return LOOKUP_FIRST + self.draft.name if self.lookup_first else self.draft.name
+        return LOOKUP_FIRST + model.name if self.lookup_first else model.name
 
-    def new_drafter(self) -> Drafter:
-        """A fresh drafter for one run: its KV cache is that run's alone."""
+    def new_target(self) -> CachedModel:
+        """The target with a fresh KV cache for one run, keeping its features if the head reads them."""
+        return CachedModel(self.target.model, self.target.vocab_size, keep_features=self.head is not None)
+
+    def new_drafter(self, target: CachedModel | None = None) -> Drafter:
+        """A fresh drafter for one run: its KV cache is that run's alone. A feature head reads the run's
+        `target` (from new_target)."""
         lookup = NgramDrafter(self.target.vocab_size)
-        if self.draft is None:
+        if self.head is not None:
+            if target is None or not target.keep_features:
+                raise ValueError("a feature head needs the run's target, made by new_target()")
+            model = FeatureDrafter(self.head.head, target, self.head.reduced, self.head.name)
+        elif self.draft is not None:
+            model = ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
+                                 self.draft.reduced_head)
+        else:
             return lookup
-        model = ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
-                             self.draft.reduced_head)
         return LookupThenModelDrafter(lookup, model) if self.lookup_first else model
 
     @property

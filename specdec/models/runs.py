@@ -31,7 +31,8 @@ class RunModels:
 
     @classmethod
     def of(cls, pair: ModelPair) -> RunModels:
-        return cls(CachedModel(pair.target.model, pair.target.vocab_size), pair.new_drafter())
+        target = pair.new_target()
+        return cls(target, pair.new_drafter(target))
 
     def prefill(self, prompt_ids: list[int], chunk_size: int) -> Iterator[float]:
         """Both caches fed the prompt in chunks (see core.rounds.prefill); after every pass, yields

@@ -1,0 +1,55 @@
+"""A feature head (EAGLE, Li et al. 2024): drafting from the target's own last hidden state.
+
+A standalone draft must guess the next token from the text alone. The target has already read that
+text: its last hidden state at the previous position (its "feature", the vector its output head
+turns into p) says far more about what comes next than a small model could work out. The head is one
+decoder layer over [embedding of the token just chosen ; the target's feature before it]; it predicts
+the target's next feature, and the target's own output head turns that into q. To draft a second
+token it feeds its predicted feature forward in place of the target's.
+
+    position i reads   (embedding of x_{i+1}, feature f_i)   and predicts f_{i+1}, so q for x_{i+2}
+
+The target's features come free with every verification pass (CachedModel keeps them), so the head
+reads the target's own features for every verified position and its predictions only for the drafts.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from transformers import LlamaConfig, LlamaModel
+
+
+def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
+    """The target's layer shape, `layers` deep; no vocabulary of its own (it reads embeddings)."""
+    config = copy.deepcopy(target_config)
+    config.num_hidden_layers = layers
+    config.vocab_size = 1  # the decoder's token table is never used: the head feeds inputs_embeds
+    config.pad_token_id = None
+    config.tie_word_embeddings = False
+    return config
+
+
+class FeatureHead(nn.Module):
+    """fc([embedding ; feature]) -> decoder layer(s) and final norm -> the predicted next feature."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size)
+        self.decoder = LlamaModel(config)
+
+    def forward(
+        self,
+        token_embeddings: torch.Tensor,  # (batch, positions, hidden): embeddings of x_{i+1}
+        features: torch.Tensor,  # (batch, positions, hidden): f_i, the target's or the head's own
+        cache=None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Predicted features (batch, positions, hidden), in the space of the target's last hidden state."""
+        fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
+        output = self.decoder(inputs_embeds=fused, attention_mask=attention_mask, cache=cache,
+                              use_cache=cache is not None)
+        return output.last_hidden_state

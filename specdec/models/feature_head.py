@@ -1,0 +1,95 @@
+"""Loading and saving a feature head (core.feature_head): a few MB of layers that read the target.
+
+A head folder holds `config.json` (the head's Llama layer shape), `feature-head.safetensors` (its
+layers, bf16), `head_tokens.json` (the tokens its output head scores) and a model card. The
+embeddings and the output head are the target's own, so a head only loads next to its target.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import LlamaConfig
+
+from specdec.core.cached_model import ReducedHead
+from specdec.core.feature_head import FeatureHead
+from specdec.core.matmul import layout_of, set_layout
+from specdec.errors import SpecDecError
+from specdec.models.loading import LoadedModel
+from specdec.paths import ASSETS, BUNDLED_HEAD, BUNDLED_TARGET
+
+SHIPPED_HEAD = ASSETS / "feature_head"
+HEAD_WEIGHTS = "feature-head.safetensors"
+HEAD_TOKENS = "head_tokens.json"
+
+
+@dataclass(frozen=True)
+class LoadedHead:
+    """A feature head on its target's device, with the target's output rows for its tokens."""
+
+    name: str
+    head: FeatureHead
+    reduced: ReducedHead
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for key, p in self.head.named_parameters() if not _unused(key))
+
+    def describe(self) -> str:
+        weights = next(self.head.parameters())
+        return (f"{self.name} (feature head, {self.num_parameters / 1e6:.1f} M parameters, "
+                f"{len(self.reduced.token_ids)} tokens, {weights.device.type}, {weights.dtype})")
+
+
+def _unused(key: str) -> bool:
+    return key.startswith("decoder.embed_tokens")  # the decoder's token table: the head reads embeddings
+
+
+def is_head(name: str) -> bool:
+    """Whether a drafter name means a feature head: the bundled one, or a folder holding one."""
+    return name == BUNDLED_HEAD or (Path(name) / HEAD_WEIGHTS).is_file()
+
+
+def shipped_head_exists() -> bool:
+    return (SHIPPED_HEAD / HEAD_WEIGHTS).is_file()
+
+
+def save_head(head: FeatureHead, folder: Path, token_ids: list[int], card: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    head.config.to_json_file(folder / "config.json")
+    state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in head.state_dict().items()
+             if not _unused(k)}
+    save_file(state, folder / HEAD_WEIGHTS)
+    (folder / HEAD_TOKENS).write_text(json.dumps(token_ids))
+    (folder / "training.json").write_text(json.dumps(card, indent=1))
+
+
+def load_head(name: str, target: LoadedModel) -> LoadedHead:
+    """The bundled head (for the bundled target only) or a head folder; fp32 on a CPU, in the target's
+    matrix layout (the head's layers have the target's widths), else the target's dtype."""
+    if name == BUNDLED_HEAD:
+        if target.name != BUNDLED_TARGET:
+            raise SpecDecError(f"the bundled feature head reads {BUNDLED_TARGET}'s features, not "
+                               f"'{target.name}''s: choose another drafter")
+        if not shipped_head_exists():
+            raise SpecDecError(f"no feature head is shipped at {SHIPPED_HEAD}: use --drafter ngram")
+        folder = SHIPPED_HEAD
+    else:
+        folder = Path(name)
+    config = LlamaConfig.from_json_file(folder / "config.json")
+    if config.hidden_size != target.model.config.hidden_size:
+        raise SpecDecError(f"feature head '{name}' reads features of width {config.hidden_size}, but "
+                           f"target '{target.name}' has {target.model.config.hidden_size}")
+    head = FeatureHead(config)
+    result = head.load_state_dict({k: v.float() for k, v in load_file(folder / HEAD_WEIGHTS).items()},
+                                  strict=False)
+    if missing := [k for k in result.missing_keys if not _unused(k)]:
+        raise SpecDecError(f"feature head '{name}' lacks weights: {', '.join(missing[:3])}")
+    head = head.to(target.device, target.model.dtype).eval()
+    set_layout(head, layout_of(target.model))
+    token_ids = json.loads((folder / HEAD_TOKENS).read_text())
+    return LoadedHead(name, head, ReducedHead.of(target.model, token_ids))

@@ -1,0 +1,297 @@
+"""Train the bundled target's feature head (core.feature_head), offline, on a CPU.
+
+Data: the target's own answers to the draft's training prompts (training.data), and the target's last
+hidden state at every position of them, computed once by teacher forcing (one batched forward pass per
+shard). Training then never runs the target.
+
+Loss, at every answer position and for each of `unroll` drafting steps:
+  cross-entropy between the target's p (from its feature, over the head's tokens) and the head's q,
+  plus a small regression of the predicted feature onto the target's.
+Step 1 reads the target's features, as the first draft of a round does. Step j reads the head's own
+step j-1 predictions instead, as the j-th draft does ("training-time test", EAGLE-3): a head trained
+on the target's features alone drifts after its first draft. (In an unrolled step the earlier
+positions, too, hold predicted features, where drafting would have the target's: a harder task.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import LlamaForCausalLM
+
+from specdec.config import HeadTrainingConfig
+from specdec.core.feature_head import FeatureHead, head_config
+from specdec.models.feature_head import save_head
+from specdec.models.loading import LoadedModel, cpu_has_native_bf16
+from specdec.paths import TRAINING_EVAL_SETS
+from specdec.training.data import Example, make_shards
+from specdec.training.train import learning_rate_factor
+
+
+@dataclass
+class FeatureExample:
+    """One sequence with the target's last hidden state at each of its positions."""
+
+    token_ids: torch.Tensor  # (length,)
+    features: torch.Tensor  # (length, hidden), bf16
+    answer_start: int  # first answer position
+
+
+@torch.inference_mode()
+def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf16: bool = False
+                    ) -> list[torch.Tensor]:
+    """The target's last hidden state (after its final norm: what its output head reads) at every
+    position of each sequence, in one right-padded batch (a causal model's positions never see the
+    padding after them). `bf16`: computed under bf16 autocast, about twice as fast on a CPU with bf16
+    math; the features differ from fp32 by far less than the head's own error."""
+    width = max(len(s) for s in sequences)
+    input_ids = torch.zeros(len(sequences), width, dtype=torch.long, device=target.device)
+    mask = torch.zeros_like(input_ids)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, : len(sequence)] = sequence
+        mask[row, : len(sequence)] = 1
+    with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
+        hidden = target.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    return [hidden[row, : len(s)].to(torch.bfloat16).cpu() for row, s in enumerate(sequences)]
+
+
+def make_feature_shards(target: LoadedModel, answer_shards: list[Path], batch_size: int, bf16: bool,
+                        progress=None) -> list[Path]:
+    """features-NNNN.pt next to each answer shard; existing ones are kept (resume)."""
+    paths = []
+    for index, answers in enumerate(answer_shards):
+        path = answers.with_name(answers.name.replace("shard-", "features-"))
+        if not path.exists():
+            examples: list[Example] = torch.load(answers, weights_only=False)
+            featured = []
+            for start in range(0, len(examples), batch_size):
+                group = examples[start : start + batch_size]
+                features = target_features(target.model, [e.token_ids for e in group], bf16)
+                featured += [FeatureExample(e.token_ids, f, e.answer_start)
+                             for e, f in zip(group, features, strict=True)]
+            torch.save(featured, path.with_suffix(".tmp"))
+            path.with_suffix(".tmp").rename(path)  # a shard is either whole or absent
+        paths.append(path)
+        if progress:
+            progress(index + 1, len(answer_shards))
+    return paths
+
+
+@dataclass
+class Batch:
+    """Right-padded sequences, and where the loss counts: positions i whose f_{i+1} is an answer's."""
+
+    embeddings: torch.Tensor  # (B, W - 1, hidden): the embedding of x_{i+1} for position i
+    features: torch.Tensor  # (B, W - 1, hidden): f_i
+    next_features: torch.Tensor  # (B, W - 1, hidden): f_{i+1}, what position i predicts
+    attention_mask: torch.Tensor  # (B, W - 1)
+    loss_mask: torch.Tensor  # (B, W - 1) bool
+
+
+def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Batch:
+    width = max(len(e.token_ids) for e in examples)
+    hidden = examples[0].features.shape[-1]
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    features = torch.zeros(len(examples), width, hidden)
+    mask = torch.zeros(len(examples), width, dtype=torch.long)
+    loss_mask = torch.zeros(len(examples), width - 1, dtype=torch.bool)
+    for row, e in enumerate(examples):
+        length = len(e.token_ids)
+        ids[row, :length], features[row, :length], mask[row, :length] = e.token_ids, e.features.float(), 1
+        # Position i predicts f_{i+1}, which gives p for x_{i+2}: count those that predict answer tokens.
+        loss_mask[row, max(e.answer_start - 2, 0) : length - 1] = True
+    with torch.no_grad():
+        embeddings = embed(ids[:, 1:])
+    return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:], loss_mask)
+
+
+def unrolled_predictions(head: FeatureHead, batch: Batch, unroll: int) -> list[torch.Tensor]:
+    """The head's predicted features for drafting steps 1..unroll (see the module's docstring)."""
+    predictions, features = [], batch.features
+    for _ in range(unroll):
+        predicted = head(batch.embeddings, features, attention_mask=batch.attention_mask)
+        predictions.append(predicted)
+        # Position i's next input: the prediction of f_i, made at position i - 1.
+        features = torch.cat([batch.features[:, :1], predicted[:, :-1]], dim=1)
+    return predictions
+
+
+def head_loss(head: FeatureHead, batch: Batch, output_rows: torch.Tensor, unroll: int,
+              feature_weight: float, label_top_k: int = 32, negatives: int = 2048,
+              generator: torch.Generator | None = None) -> torch.Tensor:
+    """Mean over drafting steps of CE(p, q) + feature_weight * SmoothL1(predicted, target feature).
+
+    p is the target's top `label_top_k` tokens, renormalised; q's softmax runs over a candidate set:
+    every token in those top lists anywhere in the batch, plus `negatives` random ones from the head's
+    tokens (a sampled softmax, as the draft's training uses: several times cheaper on a CPU).
+    Evaluation always uses the head's whole token list.
+    """
+    wanted = batch.next_features[batch.loss_mask]
+    with torch.no_grad():
+        top_probs, top_ids = torch.softmax(wanted @ output_rows.T, dim=-1).topk(label_top_k, dim=-1)
+        top_probs = top_probs / top_probs.sum(-1, keepdim=True)
+        random_ids = torch.randint(output_rows.shape[0], (negatives,), generator=generator)
+        candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
+        label_columns = position[: top_ids.numel()].view_as(top_ids)  # where each label sits in candidates
+    candidate_rows = output_rows[candidates]
+    total = 0.0
+    for predicted in unrolled_predictions(head, batch, unroll):
+        mine = predicted[batch.loss_mask].float()
+        log_q = torch.log_softmax(mine @ candidate_rows.T, dim=-1)
+        cross_entropy = -(top_probs * log_q.gather(1, label_columns)).sum(-1).mean()
+        total = total + cross_entropy + feature_weight * F.smooth_l1_loss(mine, wanted)
+    return total / unroll
+
+
+@torch.inference_mode()
+def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, output_rows: torch.Tensor,
+                  unroll: int) -> dict[str, float]:
+    """On the target's greedy answers to held-out prompts: Σ min(p, q) at the first draft, and the
+    share of positions whose drafts 1..j all match the target's argmax, for j = 1..unroll."""
+    overlap, count = 0.0, 0
+    chained = torch.zeros(unroll)
+    for e in examples:
+        batch = make_batch([e], embed)
+        predictions = unrolled_predictions(head, batch, unroll)
+        wanted = batch.next_features[batch.loss_mask]
+        p = torch.softmax(wanted @ output_rows.T, -1)
+        chain = None  # at position i: drafts 1..j of the round that read the target at i - j + 1 all match
+        for step, predicted in enumerate(predictions):
+            q = torch.softmax(predicted[batch.loss_mask].float() @ output_rows.T, -1)
+            if step == 0:
+                overlap += torch.minimum(p, q).sum().item()
+            agree = p.argmax(-1) == q.argmax(-1)
+            # Draft j at position i counts if drafts 1..j-1, made at positions i-j+1..i-1, matched too.
+            chain = agree if chain is None else agree & torch.cat([torch.zeros(1, dtype=torch.bool),
+                                                                   chain[:-1]])
+            chained[step] += chain.sum().item()
+        count += len(wanted)
+    figures = {"sum_min_pq": overlap / count}
+    figures |= {f"agree_{j + 1}_in_a_row": float(chained[j]) / count for j in range(unroll)}
+    return figures
+
+
+def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> list[FeatureExample]:
+    """The target's greedy answers to held-out prompts, with its features."""
+    examples = []
+    for prompt in prompts:
+        prompt_ids = target.chat_ids(prompt)
+        ids = torch.tensor([prompt_ids], device=target.device)
+        with torch.inference_mode():
+            sequence = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                             max_new_tokens=tokens,
+                                             pad_token_id=target.tokenizer.eos_token_id)[0].cpu()
+        examples.append(FeatureExample(sequence, target_features(target.model, [sequence])[0],
+                                       len(prompt_ids)))
+    return examples
+
+
+def build_head(target: LlamaForCausalLM, layers: int) -> FeatureHead:
+    """Layers start as copies of the target's last ones; fc starts by passing the feature through."""
+    head = FeatureHead(head_config(target.config, layers)).float()
+    for layer, source in zip(head.decoder.layers, target.model.layers[-layers:], strict=True):
+        layer.load_state_dict(source.state_dict())
+    head.decoder.norm.load_state_dict(target.model.norm.state_dict())
+    hidden = target.config.hidden_size
+    with torch.no_grad():
+        head.fc.weight.zero_()
+        head.fc.weight[:, hidden:] = torch.eye(hidden)
+        head.fc.bias.zero_()
+    return head
+
+
+def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[int], work_folder: Path,
+               output_folder: Path, config: HeadTrainingConfig, log=print) -> dict:
+    """Make data and features (resumable), train for the time budget (resumable), write the head.
+
+    `teacher` writes the answers (the target, maybe in bf16: faster, and any fluent answers will do);
+    `target` is the model the head will draft for: its features are what the head learns to read.
+    """
+    torch.manual_seed(0)
+    work_folder.mkdir(parents=True, exist_ok=True)
+    bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
+
+    def shard_bar(description: str):
+        bar = tqdm(desc=description, unit="shard")
+
+        def progress(done, total):
+            bar.total, bar.n = total, done
+            bar.refresh()
+        return bar, progress
+
+    bar, progress = shard_bar("target answers (data)")
+    with bar:
+        answers = make_shards(teacher, work_folder / "data", 1, config.generation_batch,
+                              config.max_new_tokens, 1, config.max_shards, progress)
+    bar, progress = shard_bar("target features (teacher forcing)")
+    with bar:
+        feature_shards = make_feature_shards(target, answers, config.feature_batch, bf16, progress)
+    examples = [e for path in feature_shards for e in torch.load(path, weights_only=False)]
+    positions = sum(len(e.token_ids) - e.answer_start for e in examples)
+    log(f"data: {len(examples)} answers, {positions} answer positions")
+
+    eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
+    if not eval_path.exists():
+        torch.save({name: make_eval_features(target, json.loads(path.read_text())["prompts"],
+                                             config.eval_tokens)
+                    for name, path in TRAINING_EVAL_SETS.items()}, eval_path)
+    eval_sets = torch.load(eval_path, weights_only=False)
+
+    embed = target.model.get_input_embeddings()
+    output_rows = target.model.get_output_embeddings().weight.detach()[head_token_ids].float()
+    head = build_head(target.model, config.layers).train()
+    optimizer = torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    checkpoint_path = work_folder / "checkpoint.pt"
+    state = {"step": 0, "seconds": 0.0, "history": []}
+    if checkpoint_path.exists():
+        checkpoint = torch.load(checkpoint_path, weights_only=False)
+        head.load_state_dict(checkpoint["head"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        state = checkpoint["state"]
+        log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
+
+    order = torch.Generator().manual_seed(state["step"])
+    budget = config.minutes * 60
+    with tqdm(total=int(budget), initial=int(state["seconds"]), desc="training", unit="s") as bar:
+        while state["seconds"] < budget and state["step"] < config.max_steps:
+            start = time.perf_counter()
+            picked = torch.randint(len(examples), (config.batch_size,), generator=order)
+            batch = make_batch([examples[i] for i in picked], embed)
+            for group in optimizer.param_groups:  # a linear fall to 10 % over the last 30 % of the budget
+                group["lr"] = config.learning_rate * learning_rate_factor(state["seconds"] / budget, 0.3)
+            with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
+                loss = head_loss(head, batch, output_rows, config.unroll, config.feature_weight,
+                                 generator=order)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizer.step()
+            state["step"] += 1
+            state["seconds"] += time.perf_counter() - start
+            bar.update(int(state["seconds"]) - bar.n)
+            bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
+            finished = state["seconds"] >= budget or state["step"] >= config.max_steps
+            if state["step"] % config.eval_every == 0 or finished:
+                head.eval()
+                scores = {name: evaluate_head(head, s, embed, output_rows, config.unroll)
+                          for name, s in eval_sets.items()}
+                head.train()
+                state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
+                                         "loss": loss.item(), **scores})
+                last = f"agree_{config.unroll}_in_a_row"
+                log(f"step {state['step']}: loss {loss.item():.3f} " + " ".join(
+                    f"{n}: Σmin {s['sum_min_pq']:.3f} agree1 {s['agree_1_in_a_row']:.3f} "
+                    f"agree{config.unroll} {s[last]:.3f}" for n, s in scores.items()))
+                torch.save({"head": head.state_dict(), "optimizer": optimizer.state_dict(), "state": state},
+                           checkpoint_path)
+
+    card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
+            "answers": len(examples), "answer_positions": positions, "history": state["history"]}
+    save_head(head.eval(), output_folder, head_token_ids, card)
+    return card

@@ -1,0 +1,168 @@
+"""The feature head (EAGLE-style) on a tiny target: training, exactness, features that roll back."""
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from test_acceptance_exact import emitted_distribution
+from test_rounds import PROMPT, emitted, exact_target_law
+
+from specdec.config import SamplingConfig, Settings
+from specdec.core.cached_model import CachedModel, ReducedHead
+from specdec.core.drafters import FeatureDrafter, LookupThenModelDrafter, NgramDrafter
+from specdec.core.records import STOP_CONFIDENCE
+from specdec.core.rounds import speculative_rounds, target_only_steps
+from specdec.core.sampling import warp_probs
+from specdec.training.feature_head import (
+    FeatureExample,
+    build_head,
+    evaluate_head,
+    head_loss,
+    make_batch,
+    target_features,
+)
+
+
+@pytest.fixture(scope="module")
+def vocab(tokenizer):
+    return len(tokenizer)
+
+
+def tiny_corpus(target, vocab, count=48, length=40):
+    """The tiny target's own continuations of random prompts, sampled and greedy, with its features."""
+    generator = torch.Generator().manual_seed(0)
+    examples = []
+    for index in range(count):
+        prompt = torch.randint(vocab, (4,), generator=generator).tolist()
+        sampling = SamplingConfig(temperature=index % 2)
+        steps = target_only_steps(CachedModel(target, vocab), prompt, sampling, generator, length)
+        sequence = torch.tensor(prompt + [s.token for s in steps])
+        examples.append(FeatureExample(sequence, target_features(target, [sequence])[0], len(prompt)))
+    return examples
+
+
+def train_tiny_head(target, examples, head_token_ids, steps):
+    torch.manual_seed(0)
+    head = build_head(target, layers=1)
+    embed, rows = target.get_input_embeddings(), target.lm_head.weight.detach()[head_token_ids]
+    optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        picked = torch.randint(len(examples), (8,), generator=generator)
+        loss = head_loss(head, make_batch([examples[i] for i in picked], embed), rows, 2, 0.1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return head.eval()
+
+
+@pytest.fixture(scope="module")
+def corpus(tiny_target, vocab):
+    return tiny_corpus(tiny_target, vocab)
+
+
+@pytest.fixture(scope="module")
+def tiny_head(tiny_target, corpus, vocab):
+    return train_tiny_head(tiny_target, corpus[:40], list(range(vocab)), steps=150)
+
+
+def head_drafter(tiny_target, tiny_head, vocab, token_ids=None):
+    target = CachedModel(tiny_target, vocab, keep_features=True)
+    reduced = ReducedHead.of(tiny_target, token_ids or list(range(vocab)))
+    return target, FeatureDrafter(tiny_head, target, reduced)
+
+
+def test_training_raises_the_heads_agreement_on_held_out_text(tiny_target, corpus, tiny_head, vocab):
+    embed, rows = tiny_target.get_input_embeddings(), tiny_target.lm_head.weight.detach()
+    held_out = corpus[40:]
+    untrained = evaluate_head(build_head(tiny_target, 1).eval(), held_out, embed, rows, unroll=2)
+    trained = evaluate_head(tiny_head, held_out, embed, rows, unroll=2)
+    assert trained["sum_min_pq"] > untrained["sum_min_pq"] + 0.1, (untrained, trained)
+    assert trained["agree_1_in_a_row"] > untrained["agree_1_in_a_row"] + 0.1
+    assert trained["agree_2_in_a_row"] <= trained["agree_1_in_a_row"]
+
+
+def test_cached_target_keeps_and_rolls_back_its_features(tiny_target, vocab):
+    sequence = PROMPT + [11, 12, 13, 14]
+    target = CachedModel(tiny_target, vocab, keep_features=True)
+    plain_logits = CachedModel(tiny_target, vocab).extend(sequence)
+    torch.testing.assert_close(target.extend(sequence), plain_logits)  # the same logits as without features
+    target.rollback(len(PROMPT))
+    target.extend([21, 22])
+    fresh = target_features(tiny_target, [torch.tensor(PROMPT + [21, 22])])[0].float()
+    assert target.features.shape == (len(PROMPT) + 2, tiny_target.config.hidden_size)
+    torch.testing.assert_close(target.features, fresh, atol=2e-2, rtol=2e-2)  # bf16 in target_features
+
+
+@pytest.mark.parametrize(("lookup_first", "threshold"), [(False, None), (False, 0.05), (True, None)],
+                         ids=["fixed", "adaptive 0.05", "lookup first"])
+def test_greedy_with_the_head_equals_greedy_target_only(tiny_target, tiny_head, vocab, lookup_first,
+                                                        threshold):
+    greedy = SamplingConfig(temperature=0)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 40)]
+    target, drafter = head_drafter(tiny_target, tiny_head, vocab)
+    if lookup_first:
+        drafter = LookupThenModelDrafter(NgramDrafter(vocab), drafter)
+    settings = Settings(4, greedy, 40, adaptive=threshold is not None, draft_threshold=threshold or 0.2)
+    traces = list(speculative_rounds(target, drafter, PROMPT, settings, torch.Generator()))
+    assert emitted(traces) == plain
+    accepted, drafted = sum(t.num_accepted for t in traces), sum(t.num_drafted for t in traces)
+    assert 0 < accepted < drafted  # drafts were accepted, and some rejected mid-round
+
+
+def test_head_reads_the_same_state_after_rollbacks_as_from_scratch(tiny_target, tiny_head, vocab):
+    """After rounds with rejections, the head's q equals that of a fresh head fed the same text: the
+    target's features and the head's own cache were rolled back to exactly the verified tokens."""
+    target, drafter = head_drafter(tiny_target, tiny_head, vocab)
+    sampling, generator = SamplingConfig(), torch.Generator().manual_seed(4)
+    tokens, rejections = list(PROMPT), 0
+    for trace in speculative_rounds(target, drafter, PROMPT, Settings(3, sampling, 30, adaptive=False),
+                                    generator):
+        tokens += trace.emitted_tokens
+        rejections += trace.num_accepted < trace.num_drafted
+        assert target.features.shape[0] == target.cache_length == len(tokens) - 1
+        assert drafter.cache_length <= target.cache_length
+        ahead = drafter.propose(tokens, 2, sampling, torch.Generator().manual_seed(9))
+        fresh_target, fresh = head_drafter(tiny_target, tiny_head, vocab)
+        fresh_target.extend(tokens[:-1])
+        scratch = fresh.propose(tokens, 2, sampling, torch.Generator().manual_seed(9))
+        assert ahead.tokens.tolist() == scratch.tokens.tolist()
+        torch.testing.assert_close(ahead.probs, scratch.probs, atol=1e-4, rtol=1e-4)
+        drafter.rollback(target.cache_length)  # what the round loop does after verification
+    assert rejections > 0
+
+
+def test_first_token_is_exactly_the_targets_over_every_draft_and_coin(tiny_target, tiny_head, vocab):
+    """Enumerate the head's q (a reduced head: q = 0 off its tokens) against the target's p."""
+    warp = SamplingConfig(temperature=1.0)
+    target, drafter = head_drafter(tiny_target, tiny_head, vocab, token_ids=list(range(0, vocab, 3)))
+    target.extend(PROMPT[:-1])
+    q = drafter.propose(PROMPT, 1, warp, torch.Generator()).probs[0].double()
+    p = warp_probs(CachedModel(tiny_target, vocab).extend(PROMPT)[-1:], warp)[0].double()
+    p, q = p / p.sum(), q / q.sum()  # float32 sums are off by ~1e-8: renormalise in float64
+    assert (q == 0).sum() > vocab // 2 and 0 < torch.minimum(p, q).sum() < 1  # partly overlapping
+    torch.testing.assert_close(emitted_distribution(p, q), p, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("threshold", [None, 0.35], ids=["fixed", "adaptive 0.35"])
+def test_short_continuations_with_the_head_match_the_target_distribution(tiny_target, tiny_head, vocab,
+                                                                          threshold):
+    """Sampled runs, rejections mid-round (features roll back), the law of the first three tokens."""
+    warp = SamplingConfig(temperature=1.0, top_k=3)
+    prompt = PROMPT[:3]
+    exact = exact_target_law(tiny_target, vocab, prompt, warp, 3)
+    counts, outcomes, samples = dict.fromkeys(exact, 0), set(), 2000
+    settings = Settings(2, warp, 3, adaptive=threshold is not None, draft_threshold=threshold or 0.2)
+    for seed in range(samples):
+        target, drafter = head_drafter(tiny_target, tiny_head, vocab)
+        traces = list(speculative_rounds(target, drafter, prompt, settings,
+                                         torch.Generator().manual_seed(seed)))
+        counts[tuple(emitted(traces))] += 1  # KeyError = a sequence the target cannot produce
+        outcomes |= {(t.num_drafted, t.num_accepted, t.draft_stop) for t in traces}
+    assert any(accepted < drafted for drafted, accepted, _ in outcomes)  # rejections happened
+    if threshold:
+        assert any(stop == STOP_CONFIDENCE for *_, stop in outcomes), outcomes
+    keys = list(exact)
+    total = sum(exact.values())
+    result = chisquare([counts[k] for k in keys], [exact[k] / total * samples for k in keys])
+    assert result.pvalue > 1e-3
