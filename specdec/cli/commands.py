@@ -111,6 +111,9 @@ def run_eval_draft(args: argparse.Namespace) -> None:
     from specdec.training.evaluate import draft_figures, format_figures
 
     pair = ModelPair.load(args.target_model, args.draft_model)
+    if pair.draft is None or pair.lookup_first:
+        raise SpecDecError("eval-draft measures a draft model; for n-gram lookup or a feature head, "
+                           "run bench, which races every drafter")
     figures = draft_figures(pair, args.eval_tokens)
     if args.json:
         print(json.dumps(figures, indent=2))

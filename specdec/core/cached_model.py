@@ -43,7 +43,7 @@ class CachedModel:
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.cache = DynamicCache(config=model.config)
-        self.head_in_columns = head is not None and layout_of(model) == COLUMNS
+        self.in_columns = layout_of(model) == COLUMNS  # the layout of its layers; reduced heads follow it
         # keep_features: the last hidden state at every cached position, rolled back with the cache
         # (a feature head drafts from them: core.feature_head).
         self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
@@ -76,7 +76,7 @@ class CachedModel:
         decoder_output = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True)
         hidden = decoder_output.last_hidden_state[0, -keep_last:]  # keep_last = 0 keeps every position
         logits = torch.full((hidden.shape[0], self.vocab_size), float("-inf"))
-        if self.head_in_columns:
+        if self.in_columns:
             head_logits = linear_columns(hidden, self.head.weight)
         else:
             head_logits = hidden @ self.head.weight.T

@@ -29,6 +29,7 @@ def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
     config.vocab_size = 1  # the decoder's token table is never used: the head feeds inputs_embeds
     config.pad_token_id = None
     config.tie_word_embeddings = False
+    config.architectures = ["FeatureHead"]  # specdec.core.feature_head, not a causal LM
     return config
 
 
