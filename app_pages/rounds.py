@@ -293,7 +293,7 @@ def _what_the_head_read(trace) -> None:
         "Each later draft reads the head's own prediction instead of the target's."
     )
     if read.feature is not None:
-        title = f"The target's hidden state at position {read.position + 1} ({len(read.feature)} numbers)"
+        title = f"The target's hidden state at token {read.position + 1} ({len(read.feature)} numbers)"
         ui.chart(_figure(trace, "feature", 0, lambda: charts.feature_chart(read.feature, title)),
                  key=f"_c1f_{trace.index}")
 

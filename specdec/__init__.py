@@ -2,11 +2,11 @@
 
 The package, layer by layer (each imports only from the layers above it in this list):
     errors.py, paths.py, config.py   one exception type; bundled names; every default and limit
-    core/       the lesson: sampling warp, acceptance rule, records, cached model, drafters, round loop,
-                metrics and the expected speed-up
+    core/       the lesson: sampling warp, acceptance rule, records, cached model, feature head, drafters,
+                round loop, metrics and the expected speed-up
     models/     loading a target and its drafter, checking that they pair, and running them
     lab/        what the app measures and draws: stepped runs, races, samples, charts
-    training/   distilling the bundled target's draft model
-    cli/        `python -m specdec ...`: generate, bench, train-draft, eval-draft
+    training/   distilling the bundled target's draft model; training its feature head
+    cli/        `python -m specdec ...`: generate, bench, train-draft, train-head, eval-draft
 No Streamlit in here: the app (app.py, app_pages/) calls lab/ and models/.
 """

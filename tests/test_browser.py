@@ -235,6 +235,28 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     return found
 
 
+def test_feature_head_round_shows_what_it_read():
+    """The bundled target with its shipped feature head, picked by link: stage 1 says what the head read
+    and draws the target's hidden state."""
+    from specdec.paths import BUNDLED_HEAD
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    params = {"prompt": "Write a Python function that returns the n largest numbers of a list.",
+              "drafter": BUNDLED_HEAD, "temperature": "0", "seed": "0"}  # fmt: skip
+    with streamlit_server({}) as base, browser_page(height=1600) as page:
+        open_rounds(page, base, params)
+        set_animation(page, False)
+        step(page)
+        step(page)
+        show_stage(page, STAGES[0])
+        page.get_by_text("What the feature head read.").wait_for()
+        page.wait_for_timeout(400)  # let Plotly finish drawing
+        page.screenshot(path=ARTIFACTS / "bundled-head-stage1.png", full_page=True)
+        assert "hidden state at token" in page.inner_text("body")
+        assert page.locator(".js-plotly-plot .heatmaplayer").count() == 1
+        assert "feature head" in page.get_by_test_id("stSidebar").inner_text()
+
+
 if __name__ == "__main__":  # screenshots for people to look at
     sys.path.insert(0, str(ROOT))
     ARTIFACTS.mkdir(exist_ok=True)

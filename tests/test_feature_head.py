@@ -6,12 +6,14 @@ from scipy.stats import chisquare
 from test_acceptance_exact import emitted_distribution
 from test_rounds import PROMPT, emitted, exact_target_law
 
-from specdec.config import SamplingConfig, Settings
+from specdec.config import HeadTrainingConfig, SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.drafters import FeatureDrafter, LookupThenModelDrafter, NgramDrafter
 from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
+from specdec.models.feature_head import HEAD_WEIGHTS
+from specdec.models.runs import generate
 from specdec.training.feature_head import (
     FeatureExample,
     build_head,
@@ -19,6 +21,7 @@ from specdec.training.feature_head import (
     head_loss,
     make_batch,
     target_features,
+    train_head,
 )
 
 
@@ -166,3 +169,27 @@ def test_short_continuations_with_the_head_match_the_target_distribution(tiny_ta
     total = sum(exact.values())
     result = chisquare([counts[k] for k in keys], [exact[k] / total * samples for k in keys])
     assert result.pvalue > 1e-3
+
+
+@pytest.mark.slow  # the bundled target writes answers and reads them
+def test_head_training_runs_end_to_end_and_the_result_loads(bundled_pair, tmp_path):
+    config = HeadTrainingConfig(max_new_tokens=6, generation_batch=2, max_shards=1, feature_batch=2,
+                                batch_size=2, minutes=5, max_steps=3, eval_every=2, eval_tokens=4)
+    head_tokens = list(range(0, 49152, 7))
+    target = bundled_pair.target
+    card = train_head(target, target, head_tokens, tmp_path / "work", tmp_path / "head", config,
+                      log=lambda _: None)
+    assert card["steps"] == 3 and card["answers"] == 2
+    assert sorted(p.name for p in (tmp_path / "work" / "data").iterdir()) == ["features-0000.pt",
+                                                                              "shard-0000.pt"]
+    assert [h["step"] for h in card["history"]] == [2, 3]
+    assert 0 <= card["history"][-1]["code"]["agree_1_in_a_row"] <= 1
+    assert (tmp_path / "head" / HEAD_WEIGHTS).stat().st_size < 15e6
+    # Resumable, and what it wrote drafts next to the target it was trained for.
+    more = train_head(target, target, head_tokens, tmp_path / "work", tmp_path / "head",
+                      HeadTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
+    assert more["steps"] == 4 and len(more["history"]) == 3
+    pair = bundled_pair.with_drafter(str(tmp_path / "head"))
+    assert pair.head is not None and pair.head.reduced.token_ids.tolist() == head_tokens
+    ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=6)
+    assert len(generate(pair, ids, Settings(max_new_tokens=6)).token_ids) == 6

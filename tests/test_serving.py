@@ -10,7 +10,7 @@ from specdec.errors import SpecDecError
 from specdec.lab.links import read_link
 from specdec.lab.lock import ModelLock, locked_steps
 from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 DEFAULTS = {"gamma": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "chat": True, "target": "t"}
 RANGES = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_p": (0.05, 1.0), "max_new_tokens": (1, 256)}
@@ -83,10 +83,11 @@ def test_a_link_prompt_over_the_cap_is_cut_and_said():
     assert values["prompt"] == "x" * 100 and "150 characters" in notices[0]
 
 
-def test_the_allow_list_by_default_is_the_bundled_pair_and_the_server_start_models():
+def test_the_allow_list_by_default_is_the_bundled_models_and_the_server_start_models():
     allowed = allowed_models({"SPECDEC_TARGET": "/models/t", "SPECDEC_DRAFTER": "/models/d"})
-    assert allowed == {BUNDLED_TARGET, BUNDLED_DRAFT, "ngram", "/models/t", "/models/d"}
+    assert allowed == {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD, "ngram", "/models/t", "/models/d"}
     check_allowed(BUNDLED_TARGET, "ngram", allowed)
+    check_allowed(BUNDLED_TARGET, "ngram+" + BUNDLED_HEAD, allowed)
     with pytest.raises(SpecDecError, match="does not load the drafter 'gpt2'"):
         check_allowed(BUNDLED_TARGET, "gpt2", allowed)
     with pytest.raises(SpecDecError, match="does not load the target 'evil/model'"):

@@ -1,1 +1,1 @@
-"""The command line: `python -m specdec generate | bench | train-draft | eval-draft`."""
+"""The command line: `python -m specdec generate | bench | train-draft | train-head | eval-draft`."""

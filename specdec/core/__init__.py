@@ -4,9 +4,11 @@
     acceptance.py    the acceptance rule, a pure function over tensors -> Verdict
     records.py       what a round leaves behind: plain records the app and the metrics read
     matmul.py        fp32 linear layers in whichever matrix layout this CPU runs faster
-    cached_model.py  a model with a KV cache that can be rolled back
-    drafters.py      who proposes tokens: a draft model (stopping when unsure), n-gram prompt
-                     lookup, or lookup first and the model elsewhere
+    cached_model.py  a model with a KV cache (and, if asked, its last hidden states) that can be
+                     rolled back
+    feature_head.py  one decoder layer that drafts from the target's hidden states (EAGLE)
+    drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
+                     n-gram prompt lookup, or lookup first and a model or head elsewhere
     stopwatch.py     named stages of the round loop, timed only while someone measures
     rounds.py        the round loop: draft, verify in one pass, accept, roll back both caches;
                      and the adaptive cap on the next round's drafts

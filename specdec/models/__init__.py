@@ -1,6 +1,8 @@
 """Loading and pairing: a target and its drafter, checked to share a tokenizer, and the runs they make.
 
     loading.py   load a model by bundled name, Hugging Face id or folder; the bundled GGUF; dtypes
+    feature_head.py  load and save a feature head (its layers; the embeddings and output head are the
+                 target's)
     pair.py      a target with its drafter, loaded once and shared read-only; prompts in and out
     runs.py      one run = one pair, one prompt, one Settings, one seed: the API the CLI and app use
 """
