@@ -2,7 +2,7 @@
 
 A standalone draft must guess the next token from the text alone. The target has already read that
 text: its last hidden state at the previous position (its "feature", the vector its output head
-turns into p) says far more about what comes next than a small model could work out. The head is one
+turns into p) holds what its 30 layers worked out, and a head can start from there. The head is one
 decoder layer over [embedding of the token just chosen ; the target's feature before it]; it predicts
 the target's next feature, and the target's own output head turns that into q. To draft a second
 token it feeds its predicted feature forward in place of the target's.

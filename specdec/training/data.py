@@ -227,16 +227,20 @@ def make_shards(
     prompts = training_prompts() * samples_per_prompt
     batches = [prompts[i : i + batch_size] for i in range(0, len(prompts), batch_size)]
     batches = batches[:max_shards] if max_shards else batches
-    paths = []
-    for index, batch in enumerate(batches):
-        path = folder / f"shard-{index:04d}.pt"
+    paths = [folder / f"shard-{index:04d}.pt" for index in range(len(batches))]
+    return write_shards(paths, lambda index: sample_answers(target, batches[index], max_new_tokens, top_k,
+                                                            seed=index), progress)
+
+
+def write_shards(paths: list[Path], make: Callable[[int], list], progress: Callable[[int, int], None] | None
+                 ) -> list[Path]:
+    """Save `make(index)` to each path that does not exist yet (so a run resumes where it stopped)."""
+    for index, path in enumerate(paths):
         if not path.exists():
-            examples = sample_answers(target, batch, max_new_tokens, top_k, seed=index)
-            torch.save(examples, path.with_suffix(".tmp"))
+            torch.save(make(index), path.with_suffix(".tmp"))
             path.with_suffix(".tmp").rename(path)  # a shard is either whole or absent
-        paths.append(path)
         if progress:
-            progress(index + 1, len(batches))
+            progress(index + 1, len(paths))
     return paths
 
 
@@ -310,15 +314,10 @@ def make_stdlib_shards(target: LoadedModel, folder: Path, count: int, batch_size
     folder.mkdir(parents=True, exist_ok=True)
     blocks = stdlib_code_blocks(count)
     batches = [blocks[i : i + batch_size] for i in range(0, len(blocks), batch_size)]
-    paths = []
-    for index, batch in enumerate(batches):
-        path = folder / f"stdlib-{index:04d}.pt"
-        if not path.exists():
-            prompts = [STDLIB_PROMPT.format(module=module) for module, _ in batch]
-            answers = [f"```python\n{source}\n```" for _, source in batch]
-            torch.save(label_answers(target, prompts, answers, max_tokens, top_k), path.with_suffix(".tmp"))
-            path.with_suffix(".tmp").rename(path)
-        paths.append(path)
-        if progress:
-            progress(index + 1, len(batches))
-    return paths
+
+    def label(index: int) -> list[Example]:
+        prompts = [STDLIB_PROMPT.format(module=module) for module, _ in batches[index]]
+        answers = [f"```python\n{source}\n```" for _, source in batches[index]]
+        return label_answers(target, prompts, answers, max_tokens, top_k)
+
+    return write_shards([folder / f"stdlib-{index:04d}.pt" for index in range(len(batches))], label, progress)

@@ -8,8 +8,8 @@ Loss, at every answer position and for each of `unroll` drafting steps:
   cross-entropy between the target's p (from its feature, over the head's tokens) and the head's q,
   plus a small regression of the predicted feature onto the target's.
 Step 1 reads the target's features, as the first draft of a round does. Step j reads the head's own
-step j-1 predictions instead, as the j-th draft does ("training-time test", EAGLE-3): a head trained
-on the target's features alone drifts after its first draft. (In an unrolled step the earlier
+step j-1 predictions instead, as the j-th draft does ("training-time test": EAGLE-3 reports that a
+head trained on the target's features alone drifts after its first draft). (In an unrolled step the earlier
 positions, too, hold predicted features, where drafting would have the target's: a harder task.)
 """
 
@@ -30,8 +30,8 @@ from specdec.core.feature_head import FeatureHead, head_config
 from specdec.models.feature_head import save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import TRAINING_EVAL_SETS
-from specdec.training.data import Example, make_shards
-from specdec.training.train import learning_rate_factor
+from specdec.training.data import Example, make_shards, write_shards
+from specdec.training.train import learning_rate_factor, shard_progress
 
 
 @dataclass
@@ -64,23 +64,19 @@ def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf1
 def make_feature_shards(target: LoadedModel, answer_shards: list[Path], batch_size: int, bf16: bool,
                         progress=None) -> list[Path]:
     """features-NNNN.pt next to each answer shard; existing ones are kept (resume)."""
-    paths = []
-    for index, answers in enumerate(answer_shards):
-        path = answers.with_name(answers.name.replace("shard-", "features-"))
-        if not path.exists():
-            examples: list[Example] = torch.load(answers, weights_only=False)
-            featured = []
-            for start in range(0, len(examples), batch_size):
-                group = examples[start : start + batch_size]
-                features = target_features(target.model, [e.token_ids for e in group], bf16)
-                featured += [FeatureExample(e.token_ids, f, e.answer_start)
-                             for e, f in zip(group, features, strict=True)]
-            torch.save(featured, path.with_suffix(".tmp"))
-            path.with_suffix(".tmp").rename(path)  # a shard is either whole or absent
-        paths.append(path)
-        if progress:
-            progress(index + 1, len(answer_shards))
-    return paths
+
+    def featured(index: int) -> list[FeatureExample]:
+        examples: list[Example] = torch.load(answer_shards[index], weights_only=False)
+        out = []
+        for start in range(0, len(examples), batch_size):
+            group = examples[start : start + batch_size]
+            features = target_features(target.model, [e.token_ids for e in group], bf16)
+            out += [FeatureExample(e.token_ids, f, e.answer_start)
+                    for e, f in zip(group, features, strict=True)]
+        return out
+
+    paths = [path.with_name(path.name.replace("shard-", "features-")) for path in answer_shards]
+    return write_shards(paths, featured, progress)
 
 
 @dataclass
@@ -217,19 +213,11 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     work_folder.mkdir(parents=True, exist_ok=True)
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
 
-    def shard_bar(description: str):
-        bar = tqdm(desc=description, unit="shard")
-
-        def progress(done, total):
-            bar.total, bar.n = total, done
-            bar.refresh()
-        return bar, progress
-
-    bar, progress = shard_bar("target answers (data)")
+    bar, progress = shard_progress("target answers (data)")
     with bar:
         answers = make_shards(teacher, work_folder / "data", 1, config.generation_batch,
                               config.max_new_tokens, 1, config.max_shards, progress)
-    bar, progress = shard_bar("target features (teacher forcing)")
+    bar, progress = shard_progress("target features (teacher forcing)")
     with bar:
         feature_shards = make_feature_shards(target, answers, config.feature_batch, bf16, progress)
     examples = [e for path in feature_shards for e in torch.load(path, weights_only=False)]

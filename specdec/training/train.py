@@ -147,6 +147,17 @@ def learning_rate_factor(progress: float, decay_fraction: float) -> float:
     return 1.0 - 0.9 * min(max((progress - (1 - decay_fraction)) / decay_fraction, 0.0), 1.0)
 
 
+def shard_progress(description: str):
+    """A progress bar over data shards, and the callback that moves it: (bar, progress(done, total))."""
+    bar = tqdm(desc=description, unit="shard")
+
+    def progress(done: int, total: int) -> None:
+        bar.total, bar.n = total, done
+        bar.refresh()
+
+    return bar, progress
+
+
 def _load_examples(paths: list[Path]) -> list[Example]:
     return [e for path in paths for e in torch.load(path, weights_only=False)]
 
@@ -162,20 +173,12 @@ def train_draft(
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
 
-    def shard_bar(description: str):
-        bar = tqdm(desc=description, unit="shard")
-
-        def progress(done, total):
-            bar.total, bar.n = total, done
-            bar.refresh()
-        return bar, progress
-
-    bar, progress = shard_bar("target answers (data)")
+    bar, progress = shard_progress("target answers (data)")
     with bar:
         shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
                              config.generation_batch, config.max_new_tokens, config.label_top_k,
                              config.max_shards, progress)
-    bar, progress = shard_bar("standard-library code (data)")
+    bar, progress = shard_progress("standard-library code (data)")
     with bar:
         shards += make_stdlib_shards(target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch,
                                      config.stdlib_max_tokens, config.label_top_k, progress)
