@@ -188,7 +188,8 @@ def feature_head() -> None:
         "GPU training, EAGLE's heads agree with the target more often than separate small drafts do. "
         "This one was trained for 40 minutes on a 2-core CPU: on held-out code it is accepted a little "
         "less often than the 2-layer draft model (α 0.63 against 0.69) but costs less per drafted token, "
-        "so it ends nearly as fast (the README's *Benchmark* has the measurements)."
+        "so it ends nearly as fast (measured with `python -m specdec bench` on 2026-11-30; the README's "
+        "*Benchmark* has the output)."
     )
     st.graphviz_chart(FEATURE_HEAD_PICTURE)
 
