@@ -44,8 +44,9 @@ class Method:
     def drafter_label(self) -> str:
         if self.drafter == NGRAM:
             return "n-gram"
-        model = "feature head" if is_head(self.drafter.removeprefix(LOOKUP_FIRST)) else "draft model"
-        return f"n-gram, then {model.split()[-1]}" if self.drafter.startswith(LOOKUP_FIRST) else model
+        alone, behind_lookup = (("feature head", "head") if is_head(self.drafter.removeprefix(LOOKUP_FIRST))
+                                else ("draft model", "model"))
+        return f"n-gram, then {behind_lookup}" if self.drafter.startswith(LOOKUP_FIRST) else alone
 
 
 def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:

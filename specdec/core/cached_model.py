@@ -33,6 +33,14 @@ class ReducedHead:
         weight = model.get_output_embeddings().weight.detach()[ids.to(model.device)].clone()
         return cls(ids, weight)
 
+    def logits(self, hidden: torch.Tensor, vocab_size: int, in_columns: bool) -> torch.Tensor:
+        """Hidden states (n, hidden) -> logits (n, vocab_size), float32 on the CPU, -inf off the head's
+        tokens; `in_columns`: multiply in the columns layout (core.matmul), like the model's layers."""
+        scores = linear_columns(hidden, self.weight) if in_columns else hidden @ self.weight.T
+        logits = torch.full((hidden.shape[0], vocab_size), float("-inf"))
+        logits[:, self.token_ids] = scores.float().cpu()
+        return logits
+
 
 class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
@@ -63,25 +71,19 @@ class CachedModel:
         whatever device the model is on.
         """
         input_ids = torch.tensor([token_ids], device=self.model.device)
-        if self.keep_features:  # the same two steps as the model's own forward, keeping the first's output
-            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
-                                              use_cache=True).last_hidden_state[0]
-            self.features = torch.cat([self.features, hidden])
-            logits = self.model.get_output_embeddings()(hidden[-keep_last:])
-            return logits[:, : self.vocab_size].float().cpu()
-        if self.head is None:
+        if self.head is None and not self.keep_features:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last)
             return output.logits[0, :, : self.vocab_size].float().cpu()
-        decoder_output = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True)
-        hidden = decoder_output.last_hidden_state[0, -keep_last:]  # keep_last = 0 keeps every position
-        logits = torch.full((hidden.shape[0], self.vocab_size), float("-inf"))
-        if self.in_columns:
-            head_logits = linear_columns(hidden, self.head.weight)
-        else:
-            head_logits = hidden @ self.head.weight.T
-        logits[:, self.head.token_ids] = head_logits.float().cpu()
-        return logits
+        # The model's own forward in its two steps, to keep the first's output or use a reduced head.
+        hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
+                                          use_cache=True).last_hidden_state[0]
+        if self.keep_features:
+            self.features = torch.cat([self.features, hidden])
+        hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
+        if self.head is not None:
+            return self.head.logits(hidden, self.vocab_size, self.in_columns)
+        return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
 
     def rollback(self, length: int) -> None:
         """Forget every token after the first `length` (the rejected drafts), keeping the rest."""

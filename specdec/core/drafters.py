@@ -18,7 +18,6 @@ from transformers import DynamicCache, PreTrainedModel
 from specdec.config import SamplingConfig
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.feature_head import FeatureHead
-from specdec.core.matmul import linear_columns
 from specdec.core.records import (
     DRAFTED_BY_HEAD,
     DRAFTED_BY_LOOKUP,
@@ -152,13 +151,7 @@ class FeatureDrafter:
 
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
-        logits = torch.full((1, self.target.vocab_size), float("-inf"))
-        if self.target.in_columns:
-            scores = linear_columns(feature, self.reduced.weight)
-        else:
-            scores = feature @ self.reduced.weight.T
-        logits[:, self.reduced.token_ids] = scores.float().cpu()
-        return logits
+        return self.reduced.logits(feature, self.target.vocab_size, self.target.in_columns)
 
     def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1

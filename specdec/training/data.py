@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from specdec.models.loading import LoadedModel
 
@@ -283,6 +284,13 @@ def stdlib_code_blocks(
     return blocks[:count]
 
 
+def right_padded(sequences: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token sequences as one batch padded with 0 on the right, and its attention mask. Right padding:
+    a causal model's earlier positions never see the padding after them."""
+    mask = pad_sequence([torch.ones_like(s) for s in sequences], batch_first=True)
+    return pad_sequence(sequences, batch_first=True), mask
+
+
 @torch.inference_mode()
 def label_answers(target: LoadedModel, prompts: list[str], answers: list[str], max_tokens: int,
                   top_k: int) -> list[Example]:
@@ -294,10 +302,7 @@ def label_answers(target: LoadedModel, prompts: list[str], answers: list[str], m
         answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"][:max_tokens]
         sequences.append(prompt_ids + answer_ids)
         starts.append(len(prompt_ids))
-    width = max(map(len, sequences))
-    # Right padding: a causal model's earlier positions never see the padding after them.
-    input_ids = torch.tensor([s + [0] * (width - len(s)) for s in sequences])
-    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    input_ids, mask = right_padded([torch.tensor(sequence) for sequence in sequences])
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
     head = model.get_output_embeddings().weight[: target.vocab_size]
     examples = []

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
@@ -30,8 +31,8 @@ from specdec.core.feature_head import FeatureHead, head_config
 from specdec.models.feature_head import save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import TRAINING_EVAL_SETS
-from specdec.training.data import Example, make_shards, write_shards
-from specdec.training.train import learning_rate_factor, shard_progress
+from specdec.training.data import Example, make_shards, right_padded, write_shards
+from specdec.training.train import greedy_answer, learning_rate_factor, sampled_candidates, shard_progress
 
 
 @dataclass
@@ -47,17 +48,13 @@ class FeatureExample:
 def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf16: bool = False
                     ) -> list[torch.Tensor]:
     """The target's last hidden state (after its final norm: what its output head reads) at every
-    position of each sequence, in one right-padded batch (a causal model's positions never see the
-    padding after them). `bf16`: computed under bf16 autocast, about twice as fast on a CPU with bf16
-    math; the features differ from fp32 by far less than the head's own error."""
-    width = max(len(s) for s in sequences)
-    input_ids = torch.zeros(len(sequences), width, dtype=torch.long, device=target.device)
-    mask = torch.zeros_like(input_ids)
-    for row, sequence in enumerate(sequences):
-        input_ids[row, : len(sequence)] = sequence
-        mask[row, : len(sequence)] = 1
+    position of each sequence, in one right-padded batch. `bf16`: computed under bf16 autocast, about
+    twice as fast on a CPU with bf16 math; the features differ from fp32 by far less than the head's
+    own error."""
+    input_ids, mask = right_padded(sequences)
     with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-        hidden = target.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        hidden = target.get_decoder()(input_ids=input_ids.to(target.device),
+                                      attention_mask=mask.to(target.device)).last_hidden_state
     return [hidden[row, : len(s)].to(torch.bfloat16).cpu() for row, s in enumerate(sequences)]
 
 
@@ -91,17 +88,12 @@ class Batch:
 
 
 def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Batch:
-    width = max(len(e.token_ids) for e in examples)
-    hidden = examples[0].features.shape[-1]
-    ids = torch.zeros(len(examples), width, dtype=torch.long)
-    features = torch.zeros(len(examples), width, hidden)
-    mask = torch.zeros(len(examples), width, dtype=torch.long)
-    loss_mask = torch.zeros(len(examples), width - 1, dtype=torch.bool)
+    ids, mask = right_padded([e.token_ids for e in examples])
+    features = pad_sequence([e.features.float() for e in examples], batch_first=True)
+    loss_mask = torch.zeros(len(examples), ids.shape[1] - 1, dtype=torch.bool)
     for row, e in enumerate(examples):
-        length = len(e.token_ids)
-        ids[row, :length], features[row, :length], mask[row, :length] = e.token_ids, e.features.float(), 1
         # Position i predicts f_{i+1}, which gives p for x_{i+2}: count those that predict answer tokens.
-        loss_mask[row, max(e.answer_start - 2, 0) : length - 1] = True
+        loss_mask[row, max(e.answer_start - 2, 0) : len(e.token_ids) - 1] = True
     with torch.no_grad():
         embeddings = embed(ids[:, 1:])
     return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:], loss_mask)
@@ -132,9 +124,7 @@ def head_loss(head: FeatureHead, batch: Batch, output_rows: torch.Tensor, unroll
     with torch.no_grad():
         top_probs, top_ids = torch.softmax(wanted @ output_rows.T, dim=-1).topk(label_top_k, dim=-1)
         top_probs = top_probs / top_probs.sum(-1, keepdim=True)
-        random_ids = torch.randint(output_rows.shape[0], (negatives,), generator=generator)
-        candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
-        label_columns = position[: top_ids.numel()].view_as(top_ids)  # where each label sits in candidates
+        candidates, label_columns = sampled_candidates(top_ids, output_rows.shape[0], negatives, generator)
     candidate_rows = output_rows[candidates]
     total = 0.0
     for predicted in unrolled_predictions(head, batch, unroll):
@@ -177,14 +167,8 @@ def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> 
     """The target's greedy answers to held-out prompts, with its features."""
     examples = []
     for prompt in prompts:
-        prompt_ids = target.chat_ids(prompt)
-        ids = torch.tensor([prompt_ids], device=target.device)
-        with torch.inference_mode():
-            sequence = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                             max_new_tokens=tokens,
-                                             pad_token_id=target.tokenizer.eos_token_id)[0].cpu()
-        examples.append(FeatureExample(sequence, target_features(target.model, [sequence])[0],
-                                       len(prompt_ids)))
+        sequence, start = greedy_answer(target, prompt, tokens)
+        examples.append(FeatureExample(sequence, target_features(target.model, [sequence])[0], start))
     return examples
 
 

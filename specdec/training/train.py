@@ -23,7 +23,7 @@ from transformers import LlamaForCausalLM
 from specdec.config import DraftTrainingConfig
 from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
 from specdec.paths import TRAINING_EVAL_SETS
-from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards
+from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards, right_padded
 
 
 def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
@@ -57,12 +57,7 @@ def distillation_loss(
     the target ranks in its top-k anywhere in the batch, plus `negatives` random tokens. That makes a
     CPU step ~10x cheaper; evaluation always uses the full softmax, so the figures are honest.
     """
-    width = max(len(e.token_ids) for e in examples)
-    input_ids = torch.zeros(len(examples), width, dtype=torch.long)
-    mask = torch.zeros(len(examples), width, dtype=torch.long)
-    for row, e in enumerate(examples):
-        input_ids[row, : len(e.token_ids)] = e.token_ids
-        mask[row, : len(e.token_ids)] = 1
+    input_ids, mask = right_padded([e.token_ids for e in examples])
     hidden = draft.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, width, d)
     # The head only runs where there is a label: the positions that predict answer tokens.
     rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)])
@@ -71,11 +66,18 @@ def distillation_loss(
     top_probs = torch.cat([e.top_probs.float() for e in examples])
     top_probs = top_probs / top_probs.sum(-1, keepdim=True)
     head = draft.lm_head.weight  # (vocab, d)
-    random_ids = torch.randint(head.shape[0], (negatives,), generator=generator)
-    candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
-    label_columns = position[: top_ids.numel()].view_as(top_ids)  # where each label sits in candidates
+    candidates, label_columns = sampled_candidates(top_ids, head.shape[0], negatives, generator)
     log_q = torch.log_softmax((hidden[rows, cols] @ head[candidates].T).float(), dim=-1)  # (N, C)
     return -(top_probs * log_q.gather(1, label_columns)).sum(-1).mean()
+
+
+def sampled_candidates(top_ids: torch.Tensor, num_rows: int, negatives: int,
+                       generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows of an output head a sampled softmax scores: every label in `top_ids` (N, k), plus
+    `negatives` random rows -> (candidates, where each label sits among them (N, k))."""
+    random_ids = torch.randint(num_rows, (negatives,), generator=generator)
+    candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
+    return candidates, position[: top_ids.numel()].view_as(top_ids)
 
 
 @dataclass
@@ -91,16 +93,22 @@ class EvalSet:
 def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalSet:
     sequences, starts, probs = [], [], []
     for prompt in prompts:
-        prompt_ids = target.chat_ids(prompt)
-        ids = torch.tensor([prompt_ids])
-        output = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                       max_new_tokens=tokens, pad_token_id=target.tokenizer.eos_token_id)
-        sequence = output[0]
-        logits = target.model(sequence[None]).logits[0, len(prompt_ids) - 1 : -1, : target.vocab_size]
+        sequence, start = greedy_answer(target, prompt, tokens)
+        logits = target.model(sequence[None]).logits[0, start - 1 : -1, : target.vocab_size]
         sequences.append(sequence)
-        starts.append(len(prompt_ids))
+        starts.append(start)
         probs.append(torch.softmax(logits.float(), -1).half())
     return EvalSet(sequences, starts, probs)
+
+
+@torch.inference_mode()
+def greedy_answer(target: LoadedModel, prompt: str, tokens: int) -> tuple[torch.Tensor, int]:
+    """The target's greedy answer to a held-out prompt -> (prompt and answer ids, answer start)."""
+    prompt_ids = target.chat_ids(prompt)
+    ids = torch.tensor([prompt_ids], device=target.device)
+    output = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                   max_new_tokens=tokens, pad_token_id=target.tokenizer.eos_token_id)
+    return output[0].cpu(), len(prompt_ids)
 
 
 @torch.inference_mode()
