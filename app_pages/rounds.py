@@ -26,7 +26,7 @@ state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while
 student.init()
 
 st.title("Round by round")
-st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
+st.markdown(ui.TOKEN_CSS + ui.STEADY_WHILE_RUNNING_CSS, unsafe_allow_html=True)
 
 
 # -- prompt ------------------------------------------------------------------------------------

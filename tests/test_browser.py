@@ -134,6 +134,22 @@ def step(page) -> None:
     assert int(metric(page, "Rounds")) == before + 1
 
 
+# Click Step, then for a second sample every 10 ms: elements marked stale, and elements fading.
+STEP_AND_WATCH_FADES = """() => new Promise(resolve => {
+    const step = [...document.querySelectorAll('button')].find(b => b.innerText.includes('Step'));
+    const seen = {stale: 0, fading: 0};
+    const start = performance.now();
+    const sample = () => {
+        seen.stale += document.querySelectorAll('[data-stale="true"]').length;
+        seen.fading += document.getAnimations().filter(a => a.transitionProperty === 'opacity'
+            && a.effect.target.dataset.testid === 'stElementContainer').length;
+        if (performance.now() - start < 1000) setTimeout(sample, 10); else resolve(seen);
+    };
+    step.click();
+    sample();
+})"""
+
+
 def click_timeline_column(page, chart, number: int, columns: int) -> None:
     """Click round `number`'s column of the Altair timeline (the plot spans the chart's width; the
     legend sits above it, the round numbers below)."""
@@ -175,6 +191,11 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         assert page.locator(".sd-tok").count() > 0
         show_stage(page, "3 · Accept?")
         assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0
+        # While a Step runs, the round view's elements are stale but do not fade: on a busy server
+        # a fade would repaint every waiting browser frame by frame.
+        seen = page.evaluate(STEP_AND_WATCH_FADES)
+        wait_idle(page)
+        assert seen["stale"] > 0 and seen["fading"] == 0, seen
         # Play: rounds go by on their own; Pause stops them.
         page.get_by_role("button", name=re.compile("Play")).click()
         deadline = time.monotonic() + 60
