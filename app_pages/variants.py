@@ -186,10 +186,10 @@ def feature_head() -> None:
         "The race above has one: the **feature head** lanes use the head shipped with the bundled "
         "target (`--draft-model bundled:SmolLM2-135M-Instruct-head`). With 7–13B targets and hours of "
         "GPU training, EAGLE's heads agree with the target more often than separate small drafts do. "
-        "This one was trained for 40 minutes on a 2-core CPU: on held-out code it is accepted a little "
-        "less often than the 2-layer draft model (α 0.63 against 0.69) but costs less per drafted token, "
-        "so it ends nearly as fast (measured with `python -m specdec bench` on 2026-11-30; the README's "
-        "*Benchmark* has the output)."
+        "This one was trained for about 85 minutes on a 2-core CPU: on held-out code it is accepted a "
+        "little less often than the 2-layer draft model (α 0.65 against 0.69) but costs less per drafted "
+        "token, so it ends about as fast (measured with `python -m specdec bench` on 2026-11-30; the "
+        "README's *Benchmark* has the output)."
     )
     st.graphviz_chart(FEATURE_HEAD_PICTURE)
 
