@@ -27,7 +27,7 @@ def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
     config = copy.deepcopy(target_config)
     config.num_hidden_layers = layers
     config.vocab_size = 1  # the decoder's token table is never used: the head feeds inputs_embeds
-    config.pad_token_id = None
+    config.pad_token_id = config.bos_token_id = config.eos_token_id = None  # no vocabulary: no special ids
     config.tie_word_embeddings = False
     config.architectures = ["FeatureHead"]  # specdec.core.feature_head, not a causal LM
     return config
