@@ -103,10 +103,12 @@ def _step() -> None:
 
 def _run_pending_step() -> None:
     """Compute the next round, telling the student how many requests are ahead while the models are busy."""
-    note = st.empty()
+    note, shown = st.empty(), False
 
     def waiting(ahead: int) -> None:
+        nonlocal shown
         note.info(ui.waiting_message(ahead), icon="⏳")
+        shown = True
 
     trace = stepper.step(on_wait=waiting)
     if trace is not None and student.on_new_round(trace):
@@ -117,7 +119,8 @@ def _run_pending_step() -> None:
         state["revealed"] = 1 if state["animate_stages"] else ALL
     elif stepper.at_end:
         state["playing"] = False
-    note.empty()
+    if shown:
+        note.empty()
 
 
 def _back() -> None:
@@ -412,10 +415,10 @@ def round_view() -> None:
     if beat and timer_interval:
         _tick()
     if _timer_interval() != timer_interval:
-        st.rerun(scope="app")  # the timer starts, stops or changes speed: set the fragment up again
+        st.rerun(scope="app")  # the timer starts or stops: set the fragment up again
 
     waiting_for_answer = student.awaiting(stepper.current)
-    cols = st.columns([1, 1, 1, 1, 2, 2])
+    cols = st.columns(4)
     cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end or waiting_for_answer,
                    width="stretch", key="b_step",
                    help="answer the question first" if waiting_for_answer else None)  # fmt: skip
@@ -425,15 +428,6 @@ def round_view() -> None:
                    help=play_help)  # fmt: skip
     cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
-    cols[4].select_slider(
-        "Speed",
-        options=list(SPEEDS),
-        key="speed",
-        on_change=_mark_click,
-        label_visibility="collapsed",
-        format_func=lambda name: f"speed: {name}",
-    )
-    cols[5].toggle("Animate stages", key="animate_stages", on_change=_mark_click)
 
     _counters(hide_current=waiting_for_answer)
     _timeline(hide_current=waiting_for_answer)
@@ -461,18 +455,6 @@ def round_view() -> None:
 
     if student.active():
         student.score_panel()
-
-    if stepper.traces:
-        cols = st.columns(2)
-        # Callables: the files are built when clicked, not on every rerun.
-        cols[0].download_button(
-            "Download trace (JSON)", data=_json, file_name="specdec-trace.json",
-            mime="application/json", key="b_json", on_click="ignore",
-        )  # fmt: skip
-        cols[1].download_button(
-            "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
-            mime="text/csv", key="b_csv", on_click="ignore",
-        )  # fmt: skip
 
 
 def _play_reveal(answer) -> None:
@@ -528,14 +510,38 @@ def _timeline(hide_current: bool) -> None:
     traces = stepper.traces[: stepper.shown] if hide_current else stepper.traces
     if len(traces) < 2:
         return
-    chart = charts.timeline_chart(traces, stepper.labels_for_all(), stepper.shown)
-    st.altair_chart(chart, key="_timeline", on_select=_timeline_clicked, selection_mode=charts.TIMELINE_PICK,
-                    width="stretch")  # fmt: skip
+    figure = charts.timeline_chart(traces, stepper.labels_for_all(), stepper.shown)
+    st.vega_lite_chart(figure.data, figure.spec, key="_timeline", on_select=_timeline_clicked,
+                       selection_mode=charts.TIMELINE_PICK, width="stretch")  # fmt: skip
 
 
 def _json() -> str:
     return json.dumps(stepper.to_dict(), indent=1)
 
 
+def _playback_controls() -> None:
+    """Speed and stage animation. Outside the round view: a change sets its timer up again (a full
+    rerun), and a Step need not redraw them (every element a Step sends costs each browser time)."""
+    speed, animate, _ = st.columns([2, 2, 4])
+    speed.select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed",
+                        format_func=lambda name: f"speed: {name}")  # fmt: skip
+    animate.toggle("Animate stages", key="animate_stages")
+
+
+def _downloads() -> None:
+    """The run as files, built when clicked (callables). Outside the round view, for the same reason."""
+    cols = st.columns(2)
+    cols[0].download_button(
+        "Download trace (JSON)", data=_json, file_name="specdec-trace.json",
+        mime="application/json", key="b_json", on_click="ignore",
+    )  # fmt: skip
+    cols[1].download_button(
+        "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
+        mime="text/csv", key="b_csv", on_click="ignore",
+    )  # fmt: skip
+
+
+_playback_controls()
 state["_full_run"] = True
 round_view()
+_downloads()

@@ -88,6 +88,10 @@ def test_timeline_gives_each_draft_its_fate_and_each_round_its_added_token():
     assert fates == [(1, "accepted"), (2, "rejected"), (3, "not tested"), (4, "resampled")]
     assert [r["fate"] for r in rows[4:]] == ["accepted"] * 3 + ["bonus"]
     assert rows[2]["token"] == LABELS[3]  # raw text: Vega tooltips show it as text, not HTML
-    spec = charts.timeline_chart([rejected, bonus], LABELS, shown=0).to_dict()
+    figure = charts.timeline_chart([rejected, bonus], LABELS, shown=0)
+    assert figure.data.to_dict("records") == charts.timeline_rows([rejected, bonus], LABELS, shown=0)
+    spec = figure.spec
+    assert "data" not in spec and "datasets" not in spec  # the rows go beside the spec, the same every Step
+    assert charts.timeline_chart([], LABELS, shown=-1).spec == spec
     assert spec["params"][0]["name"] == charts.TIMELINE_PICK
     assert spec["params"][0]["select"]["fields"] == ["round"]
