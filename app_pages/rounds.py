@@ -266,7 +266,8 @@ def _stage_drafting(trace, labels) -> None:
     if _drafted_under_confidence_rule(trace):
         why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
                 f"that every draft up to there survives; drafting stops before Π would fall below "
-                f"{stepper.settings.draft_threshold:.2f}.)")
+                f"{stepper.settings.draft_threshold:.2f}. The first draft is always made: the target's "
+                "pass costs the same with one draft as with none.)")
     st.markdown(f"**Why {trace.num_drafted}?** {why}")
     if trace.head_read is not None:
         _what_the_head_read(trace)

@@ -160,9 +160,9 @@ def show(pair: ModelPair, rows: list[dict], finished: bool, runs: dict, settings
         with tab:
             drafter_column(pair, row)
     st.markdown(
-        ui.legend() + '<div class="sd-legend">Uncoloured: nothing was drafted that round (no earlier '
-        "match, or an adaptive stop before the first draft), so that token came from a plain target "
-        "step.</div>",
+        ui.legend() + '<div class="sd-legend">Uncoloured: nothing was drafted that round (the lookup '
+        "found no earlier match, or the token budget left no room), so that token came from a plain "
+        "target step.</div>",
         unsafe_allow_html=True,
     )
     if settings.sampling.temperature > 0:

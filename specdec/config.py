@@ -70,7 +70,8 @@ class Settings:
                              "and move the cap with acceptance (γ stays the ceiling)")
     draft_threshold: float = setting(0.2, "adaptive: stop drafting when the chance that every draft so "
                                      "far survives (the product of the draft's top probabilities) "
-                                     "falls below this", (0.0, 0.9))
+                                     "falls below this; the first draft is always made (it costs the "
+                                     "target's pass nothing)", (0.0, 0.9))
 
     def __post_init__(self) -> None:
         _finite("draft-threshold", self.draft_threshold)

@@ -14,7 +14,7 @@ from specdec.core.rounds import target_only_steps
 from specdec.models.runs import _generator
 
 
-@pytest.mark.parametrize("rows", [1, 2, 5])
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 7])
 @pytest.mark.parametrize("bias", [False, True])
 def test_column_linear_computes_what_linear_computes(rows, bias):
     layer = nn.Linear(48, 80, bias=bias)

@@ -75,15 +75,18 @@ def draft_one_by_one(
 
     With `threshold` > 0, stop before the draft whose proposal would make the chance that all drafts
     survive, estimated as the product of the draft's top probabilities (the shipped draft is well
-    calibrated: see the README), fall below it. The stop depends on q alone, never on the target, so
-    the output distribution stays the target's.
+    calibrated: see the README), fall below it. The first draft is always proposed: decoding reads the
+    target's weights once per pass however few tokens it feeds, so a pass over the last token and one
+    draft costs what a pass over the last token alone costs (29.6 ms and 30.4 ms on the 2-core
+    machine). A first draft costs only the drafter's step, and it pays whenever it survives. The stop
+    depends on q alone, never on the target, so the output distribution stays the target's.
     """
     tokens, probs = [], []
     confidence, stopped_at = 1.0, None
     for i in range(num_tokens):
         step_probs = warp_probs(logits, sampling)  # (1, vocab)
         confidence *= float(step_probs.max())
-        if confidence < threshold:
+        if confidence < threshold and i > 0:  # see above: the first draft is free to verify
             stopped_at = confidence
             break
         token = sample(step_probs, sampling, generator)  # (1,)
