@@ -292,7 +292,7 @@ def _what_the_head_read(trace) -> None:
         f"**What the feature head read.** The target's hidden state at token {read.position + 1} of the "
         "text (prompt included): the last token the target has verified, whose hidden state its last "
         f"pass computed anyway. Next to it, the embedding of **{token}**, the token the target chose "
-        "after it. From these one decoder layer predicts the "
+        "after it. From these the head's decoder layers predict the "
         "target's next hidden state, and the target's own output head turns it into q for draft 1. "
         "Each later draft reads the head's own prediction instead of the target's."
     )

@@ -112,7 +112,9 @@ class DraftTrainingConfig:
 class HeadTrainingConfig:
     """Training the bundled target's feature head (`python -m specdec train-head`)."""
 
-    layers: int = setting(1, "decoder layers in the head")
+    layers: int = setting(1, "decoder layers in the head (with --start-from-draft: the draft's, 2)")
+    start_from_draft: bool = setting(False, "start from the shipped draft's layers, not the target's last "
+                                            "ones: the head begins as that draft and learns to read features")
     max_new_tokens: int = setting(160, "answer length cap while making data")
     generation_batch: int = setting(64, "answers sampled together (one data shard)")
     max_shards: int = setting(0, "use only the first N data shards (0 = all): for tiny test runs")
@@ -121,6 +123,7 @@ class HeadTrainingConfig:
     unroll: int = setting(3, "drafting steps trained per position (later ones read the head's own features)")
     feature_weight: float = setting(0.1, "weight of the feature regression next to the cross-entropy")
     learning_rate: float = setting(5e-4, "peak learning rate (AdamW)")
+    warmup_steps: int = setting(0, "steps over which the learning rate rises from 0 (for a trained start)")
     minutes: float = setting(40.0, "training time budget (making data not included)")
     max_steps: int = setting(100_000, "training steps at most")
     eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")

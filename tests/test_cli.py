@@ -170,3 +170,21 @@ def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     bad.write_text("[1, 2]")
     code, _, err = run_cli(capsys, "bench", "--prompt-set", bad, "--target-model", tiny_pair_dirs["target"])
     assert code == 2 and "cannot read prompt set" in err
+
+
+def test_bench_tells_a_drafter_apart_from_the_bundled_one_of_its_kind(tiny_pair_dirs):
+    from specdec.cli.bench import bench_methods
+    from specdec.models.pair import LOOKUP_FIRST, NGRAM
+    from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD
+
+    head, draft = tiny_pair_dirs["head"], tiny_pair_dirs["draft"]
+    drafters = [NGRAM, head, LOOKUP_FIRST + head, draft, BUNDLED_DRAFT, BUNDLED_HEAD,
+                LOOKUP_FIRST + BUNDLED_HEAD]
+    labels = [m.label for m in bench_methods(drafters, with_hf=False)]
+    assert len(set(labels)) == len(labels)  # results are keyed by label: none may shadow another
+    name = Path(head).name
+    assert {f"feature head ({name}), adaptive", f"n-gram, then head ({name}), adaptive",
+            f"draft model ({Path(draft).name}), adaptive", "draft model, adaptive", "feature head, adaptive",
+            "n-gram, then head, adaptive"} <= set(labels)
+    alone = [m.label for m in bench_methods([NGRAM, head], with_hf=False)]  # nothing to tell apart
+    assert alone[-1] == "feature head, adaptive"

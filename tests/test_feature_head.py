@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from scipy.stats import chisquare
 from test_acceptance_exact import emitted_distribution
 from test_rounds import PROMPT, emitted, exact_target_law
+from tiny_models import tiny_model
 
 from specdec.config import HeadTrainingConfig, SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
@@ -12,7 +14,9 @@ from specdec.core.drafters import FeatureDrafter, LookupThenModelDrafter, NgramD
 from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
-from specdec.models.feature_head import HEAD_WEIGHTS
+from specdec.errors import SpecDecError
+from specdec.models.feature_head import HEAD_WEIGHTS, load_head, save_head
+from specdec.models.loading import SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, LoadedModel
 from specdec.models.runs import generate
 from specdec.training.feature_head import (
     FeatureExample,
@@ -82,6 +86,32 @@ def test_training_raises_the_heads_agreement_on_held_out_text(tiny_target, corpu
     assert trained["sum_min_pq"] > untrained["sum_min_pq"] + 0.1, (untrained, trained)
     assert trained["agree_1_in_a_row"] > untrained["agree_1_in_a_row"] + 0.1
     assert trained["agree_2_in_a_row"] <= trained["agree_1_in_a_row"]
+
+
+def test_a_head_started_from_a_draft_drafts_as_that_draft_whatever_the_feature(tiny_target, vocab, tmp_path):
+    draft = tiny_model(vocab, seed=3)  # the target's shapes, 2 layers, its own weights
+    draft.set_input_embeddings(tiny_target.get_input_embeddings())  # shared, as the bundled draft's are
+    head = build_head(tiny_target, layers=2, draft_layers=draft.state_dict()).eval()
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        wanted = draft.model(input_ids=ids).last_hidden_state  # what the draft's output head reads
+        for seed in (0, 1):  # any feature: at the start the head reads the token's embedding alone
+            features = torch.randn(wanted.shape, generator=torch.Generator().manual_seed(seed))
+            predicted = head(tiny_target.get_input_embeddings()(ids), features)
+            torch.testing.assert_close(predicted, wanted)
+    with pytest.raises(SpecDecError, match="do not fit a 1-layer head"):
+        build_head(tiny_target, layers=1, draft_layers=draft.state_dict())
+    # Saved and loaded, it keeps its feature norm (a head without one reads features at their own scale).
+    assert head.feature_norm is not None and build_head(tiny_target, layers=1).feature_norm is None
+    with torch.no_grad():
+        head.fc.weight.normal_(std=0.1)  # now it reads the feature too
+        features = torch.randn(wanted.shape, generator=torch.Generator().manual_seed(2))
+        before = head(tiny_target.get_input_embeddings()(ids), features)
+    save_head(head, tmp_path, list(range(vocab)), {"tiny": True})
+    loaded = load_head(str(tmp_path), LoadedModel("tiny", tiny_target, None)).head
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tiny_target.get_input_embeddings()(ids), features), before,
+                                   atol=0.05, rtol=0.05)  # saved in bf16
 
 
 def test_cached_target_keeps_and_rolls_back_its_features(tiny_target, vocab):
@@ -192,4 +222,15 @@ def test_head_training_runs_end_to_end_and_the_result_loads(bundled_pair, tmp_pa
     pair = bundled_pair.with_drafter(str(tmp_path / "head"))
     assert pair.head is not None and pair.head.reduced.token_ids.tolist() == head_tokens
     ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=6)
+    assert len(generate(pair, ids, Settings(max_new_tokens=6)).token_ids) == 6
+    with pytest.raises(SpecDecError, match="another shape"):  # a 2-layer head cannot resume a 1-layer one
+        train_head(target, target, head_tokens, tmp_path / "work", tmp_path / "head",
+                   HeadTrainingConfig(**{**config.__dict__, "layers": 2, "max_steps": 5}), log=lambda _: None)
+    # Started from the shipped draft's layers, in a work folder of its own: it drafts too.
+    draft = HeadTrainingConfig(**{**config.__dict__, "layers": 2, "start_from_draft": True,
+                                  "warmup_steps": 2})
+    train_head(target, target, head_tokens, tmp_path / "work-draft", tmp_path / "head-draft", draft,
+               log=lambda _: None, draft_layers=load_file(SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS))
+    pair = bundled_pair.with_drafter(str(tmp_path / "head-draft"))
+    assert pair.head.head.feature_norm is not None and len(pair.head.head.decoder.layers) == 2
     assert len(generate(pair, ids, Settings(max_new_tokens=6)).token_ids) == 6

@@ -1,10 +1,13 @@
 """Loading any pair from folders, and refusing pairs that do not share a tokenizer."""
 
+import os
+
 import pytest
 import torch
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core import matmul
+from specdec.core.cached_model import CachedModel
 from specdec.errors import SpecDecError
 from specdec.models import loading as models
 from specdec.models.pair import NGRAM, ModelPair
@@ -115,3 +118,22 @@ def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypa
     ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=12)
     result = generate(pair, ids, Settings(gamma=3, max_new_tokens=12))
     assert len(result.token_ids) == 12 and result.rounds
+
+
+def test_cpu_models_attend_with_grouped_key_value_heads_and_the_same_logits(tiny_pair_dirs, monkeypatch):
+    """On a CPU a masked pass over several tokens runs SDPA on the grouped key/value heads as stored
+    (transformers' TRANSFORMERS_SDPA_FORCE_GQA) rather than copied per query group: the same logits."""
+    if torch.cuda.is_available():
+        pytest.skip("on CUDA transformers' own choice stands")
+    monkeypatch.delenv("TRANSFORMERS_SDPA_FORCE_GQA", raising=False)
+    loaded = models.load_model(tiny_pair_dirs["target"])
+    assert os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] == "1"
+    config = loaded.model.config
+    assert config.num_key_value_heads < config.num_attention_heads  # grouped, as SmolLM2's are
+    logits = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("TRANSFORMERS_SDPA_FORCE_GQA", flag)
+        cached = CachedModel(loaded.model, config.vocab_size)
+        cached.extend(list(range(3, 20)))
+        logits[flag] = cached.extend([21, 22, 23, 24])  # four new tokens after a cache: a masked pass
+    assert torch.equal(logits["0"], logits["1"])

@@ -36,6 +36,7 @@ class Method:
     kind: str  # TARGET_ONLY, SPECULATIVE or HF_ASSISTED
     drafter: str | None = None  # NGRAM, a draft model's or a feature head's name, maybe after LOOKUP_FIRST
     adaptive: bool = False
+    named: bool = False  # the drafter's name joins its label: a bundled drafter of its kind runs too
 
     def hf_label(self) -> str:
         return f"{HF_ASSISTED}: {self.drafter_label}"
@@ -44,17 +45,22 @@ class Method:
     def drafter_label(self) -> str:
         if self.drafter == NGRAM:
             return "n-gram"
-        alone, behind_lookup = (("feature head", "head") if is_head(self.drafter.removeprefix(LOOKUP_FIRST))
-                                else ("draft model", "model"))
-        return f"n-gram, then {behind_lookup}" if self.drafter.startswith(LOOKUP_FIRST) else alone
+        model = self.drafter.removeprefix(LOOKUP_FIRST)
+        alone, behind_lookup = ("feature head", "head") if is_head(model) else ("draft model", "model")
+        label = f"n-gram, then {behind_lookup}" if self.drafter.startswith(LOOKUP_FIRST) else alone
+        return f"{label} ({Path(model).name})" if self.named else label
 
 
 def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
     """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own where it
     has that drafter (it has no lookup-then-model, and no feature head)."""
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
+    bundled = (BUNDLED_DRAFT, BUNDLED_HEAD)
+    bundled_kinds = {is_head(name) for name in bundled if name in drafters}
     for drafter in drafters:
-        fixed = Method("", SPECULATIVE, drafter)
+        model = drafter.removeprefix(LOOKUP_FIRST)
+        named = drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
+        fixed = Method("", SPECULATIVE, drafter, named=named)
         methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
                     replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
         if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter):
@@ -217,6 +223,7 @@ def run_bench_sets(
 
 
 def format_bench_table(report: dict) -> str:
+    width = max(29, *(len(label) for label in report["methods"]))
     lines = [f"target: {report['target']}"]
     lines += [f"drafter, {label}: {description}" for label, description in report["drafters"].items()]
     lines += [
@@ -224,7 +231,7 @@ def format_bench_table(report: dict) -> str:
         f"temperature={report['temperature']} top_k={report['top_k']} top_p={report['top_p']} "
         f"max_new_tokens={report['max_new_tokens']} chat={report['chat']} repeats={report['repeats']}",
         "",
-        f"{'set':<11} {'method':<29} {'tok/s':>6} {'÷target':>8} {'÷HF':>6} {'alpha':>6} "
+        f"{'set':<11} {'method':<{width}} {'tok/s':>6} {'÷target':>8} {'÷HF':>6} {'alpha':>6} "
         f"{'drafts/rnd':>10} {'tok/pass':>8} {'theory':>7} {'here':>6}",
     ]
 
@@ -234,7 +241,7 @@ def format_bench_table(report: dict) -> str:
     for name, entry in report["sets"].items():
         for position, (label, row) in enumerate(entry["methods"].items()):
             lines.append(" ".join([
-                f"{name if position == 0 else '':<11} {label:<29} {row['tokens_per_second']:>6.1f}",
+                f"{name if position == 0 else '':<11} {label:<{width}} {row['tokens_per_second']:>6.1f}",
                 cell(row, "over_target_only", 8, "x"), cell(row, "over_hf_assisted", 6, "x"),
                 cell(row, "alpha", 6), cell(row, "drafted_per_round", 10), cell(row, "tokens_per_pass", 8),
                 cell(row, "theoretical_speedup", 7, "x"), cell(row, "theoretical_speedup_here", 6, "x"),

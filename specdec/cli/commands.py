@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 import torch
 from tqdm import tqdm
@@ -93,17 +94,24 @@ def run_train_draft(args: argparse.Namespace) -> None:
 
 
 def run_train_head(args: argparse.Namespace) -> None:
-    from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, load_model
+    from safetensors.torch import load_file
+
+    from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, load_model
     from specdec.training.feature_head import train_head
 
     config = config_from_args(HeadTrainingConfig, args)
     tokens_file = SHIPPED_DRAFT / HEAD_TOKENS_FILE  # the draft's frequent tokens (FR-Spec): the same list
     if not tokens_file.is_file():
         raise SpecDecError(f"the head scores the shipped draft's token list, and {tokens_file} is missing")
+    draft_layers = None
+    if config.start_from_draft:  # the head takes the draft's layers, and so its depth
+        draft_layers = load_file(SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS)
+        depth = json.loads((SHIPPED_DRAFT / "config.json").read_text())["num_hidden_layers"]
+        config = replace(config, layers=depth)
     teacher = load_model(BUNDLED_TARGET, fast=True)  # writes the answers: bf16 where that is faster
     target = load_model(BUNDLED_TARGET)  # what the head will read and draft for
     card = train_head(teacher, target, json.loads(tokens_file.read_text()), args.work_dir, args.output,
-                      config, log=lambda line: tqdm.write(line, file=sys.stderr))
+                      config, log=lambda line: tqdm.write(line, file=sys.stderr), draft_layers=draft_layers)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 
 

@@ -6,7 +6,7 @@
     matmul.py        fp32 linear layers in whichever matrix layout this CPU runs faster
     cached_model.py  a model with a KV cache (and, if asked, its last hidden states) that can be
                      rolled back
-    feature_head.py  one decoder layer that drafts from the target's hidden states (EAGLE)
+    feature_head.py  a few decoder layers that draft from the target's hidden states (EAGLE)
     drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
                      n-gram prompt lookup, or lookup first and a model or head elsewhere
     stopwatch.py     named stages of the round loop, timed only while someone measures

@@ -2,10 +2,12 @@
 
 A standalone draft must guess the next token from the text alone. The target has already read that
 text: its last hidden state at the previous position (its "feature", the vector its output head
-turns into p) holds what its 30 layers worked out, and a head can start from there. The head is one
-decoder layer over [embedding of the token just chosen ; the target's feature before it]; it predicts
-the target's next feature, and the target's own output head turns that into q. To draft a second
-token it feeds its predicted feature forward in place of the target's.
+turns into p) holds what its 30 layers worked out, and a head can start from there. The head is a
+decoder layer or two over [embedding of the token just chosen ; the target's feature before it]; it
+predicts the target's next feature, and the target's own output head turns that into q. To draft a
+second token it feeds its predicted feature forward in place of the target's. (The bundled head's two
+layers started as the trained draft model's, which read the embedding alone: training taught them to
+read the feature too.)
 
     position i reads   (embedding of x_{i+1}, feature f_i)   and predicts f_{i+1}, so q for x_{i+2}
 
@@ -20,6 +22,7 @@ import copy
 import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaModel
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 
 def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
@@ -41,6 +44,10 @@ class FeatureHead(nn.Module):
         self.config = config
         self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size)
         self.decoder = LlamaModel(config)
+        # Optional: the feature normalised before fusing (as EAGLE-3 normalises the states it reads), for
+        # layers that start out reading token embeddings, some 15 times smaller than the target's features.
+        self.feature_norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps) if getattr(
+            config, "feature_norm", False) else None  # fmt: skip
 
     def forward(
         self,
@@ -50,6 +57,8 @@ class FeatureHead(nn.Module):
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Predicted features (batch, positions, hidden), in the space of the target's last hidden state."""
+        if self.feature_norm is not None:
+            features = self.feature_norm(features)
         fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
         output = self.decoder(inputs_embeds=fused, attention_mask=attention_mask, cache=cache,
                               use_cache=cache is not None)

@@ -28,6 +28,7 @@ from transformers import LlamaForCausalLM
 
 from specdec.config import HeadTrainingConfig
 from specdec.core.feature_head import FeatureHead, head_config
+from specdec.errors import SpecDecError
 from specdec.models.feature_head import save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import TRAINING_EVAL_SETS
@@ -172,26 +173,53 @@ def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> 
     return examples
 
 
-def build_head(target: LlamaForCausalLM, layers: int) -> FeatureHead:
-    """Layers start as copies of the target's last ones; fc starts by passing the feature through."""
-    head = FeatureHead(head_config(target.config, layers)).float()
-    for layer, source in zip(head.decoder.layers, target.model.layers[-layers:], strict=True):
-        layer.load_state_dict(source.state_dict())
-    head.decoder.norm.load_state_dict(target.model.norm.state_dict())
+def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, torch.Tensor] | None = None
+               ) -> FeatureHead:
+    """Layers start as copies of the target's last ones, and fc starts by passing the feature through.
+
+    Or, given a trained draft's layers (`draft_layers`: its state dict, the draft's depth), they start
+    as the draft's, and fc passes the token's embedding through: the head then begins as that draft,
+    drafting from the text alone (the draft's layers read embeddings, and its output head is the
+    target's, tied), and training teaches it to read the target's features as well.
+    """
     hidden = target.config.hidden_size
+    config = head_config(target.config, layers)
+    config.feature_norm = draft_layers is not None
+    head = FeatureHead(config).float()
+    if draft_layers is None:
+        for layer, source in zip(head.decoder.layers, target.model.layers[-layers:], strict=True):
+            layer.load_state_dict(source.state_dict())
+        head.decoder.norm.load_state_dict(target.model.norm.state_dict())
+        passed = slice(hidden, 2 * hidden)  # fc's input is [embedding ; feature]
+    else:
+        state = {k.removeprefix("model."): v.float() for k, v in draft_layers.items()
+                 if k.startswith(("model.layers.", "model.norm."))}  # not its token table or output head
+        loaded = head.decoder.load_state_dict(state, strict=False)
+        if loaded.unexpected_keys or set(loaded.missing_keys) != {"embed_tokens.weight"}:  # unused table
+            raise SpecDecError(f"the draft's layers do not fit a {layers}-layer head: "
+                               f"{(loaded.unexpected_keys or loaded.missing_keys)[:3]}")
+        passed = slice(0, hidden)
+        # The feature, normalised, enters at the embeddings' scale (a fixed one): the target's features
+        # are ~15 times larger, and a fused input that large would drown the tokens the layers read.
+        with torch.no_grad():
+            embeddings = target.get_input_embeddings().weight
+            head.feature_norm.weight.fill_(embeddings.float().pow(2).mean(-1).sqrt().mean().item())
+        head.feature_norm.requires_grad_(False)
     with torch.no_grad():
         head.fc.weight.zero_()
-        head.fc.weight[:, hidden:] = torch.eye(hidden)
+        head.fc.weight[:, passed] = torch.eye(hidden)
         head.fc.bias.zero_()
     return head
 
 
 def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[int], work_folder: Path,
-               output_folder: Path, config: HeadTrainingConfig, log=print) -> dict:
+               output_folder: Path, config: HeadTrainingConfig, log=print,
+               draft_layers: dict[str, torch.Tensor] | None = None) -> dict:
     """Make data and features (resumable), train for the time budget (resumable), write the head.
 
     `teacher` writes the answers (the target, maybe in bf16: faster, and any fluent answers will do);
     `target` is the model the head will draft for: its features are what the head learns to read.
+    `draft_layers`: a trained draft's layers to start from (see build_head).
     """
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
@@ -217,14 +245,20 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
 
     embed = target.model.get_input_embeddings()
     output_rows = target.model.get_output_embeddings().weight.detach()[head_token_ids].float()
-    head = build_head(target.model, config.layers).train()
-    optimizer = torch.optim.AdamW(head.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    head = build_head(target.model, config.layers, draft_layers).train()
+    trained = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.0)
     checkpoint_path = work_folder / "checkpoint.pt"
     state = {"step": 0, "seconds": 0.0, "history": []}
     if checkpoint_path.exists():
         checkpoint = torch.load(checkpoint_path, weights_only=False)
-        head.load_state_dict(checkpoint["head"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
+        try:
+            head.load_state_dict(checkpoint["head"])
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        except (RuntimeError, ValueError) as error:
+            raise SpecDecError(f"{checkpoint_path} holds a head of another shape (--layers, "
+                               "--start-from-draft): resume with its settings, or pass another --work-dir"
+                               ) from error
         state = checkpoint["state"]
         log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
 
@@ -235,8 +269,12 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
             start = time.perf_counter()
             picked = torch.randint(len(examples), (config.batch_size,), generator=order)
             batch = make_batch([examples[i] for i in picked], embed)
-            for group in optimizer.param_groups:  # a linear fall to 10 % over the last 30 % of the budget
-                group["lr"] = config.learning_rate * learning_rate_factor(state["seconds"] / budget, 0.3)
+            # A linear rise over the warm-up steps (Adam's first steps move every weight by about the
+            # rate, enough to undo a trained start), then a fall to 10 % over the last 30 % of the budget.
+            warmup = min((state["step"] + 1) / config.warmup_steps, 1.0) if config.warmup_steps else 1.0
+            decay = learning_rate_factor(state["seconds"] / budget, 0.3)
+            for group in optimizer.param_groups:
+                group["lr"] = config.learning_rate * warmup * decay
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
                 loss = head_loss(head, batch, output_rows, config.unroll, config.feature_weight,
                                  generator=order)
