@@ -28,8 +28,8 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """`rows @ weight.T` computed as `(weight @ rows.T).T`: (n, in) x (out, in) -> (n, out), contiguous."""
     count = rows.shape[0]
     if count == 1:
-        # Two identical columns take MKL's threaded matrix product, not its matrix-vector one. (cat,
-        # not repeat: repeat's copy cost ~10 µs more per linear layer, 2-3 ms of a 30 ms step through SmolLM2.)
+        # Two identical columns take MKL's threaded matrix product, not its matrix-vector one. (cat, not
+        # repeat: repeat's copy cost ~10 µs more per linear layer, 2-3 ms of a 30 ms SmolLM2-135M step.)
         rows = torch.cat([rows, rows])
     elif count % 4 == 3:
         # MKL multiplies columns in blocks of four and is slow on a remainder of three: a pass over
