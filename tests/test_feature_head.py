@@ -101,8 +101,12 @@ def test_a_head_started_from_a_draft_drafts_as_that_draft_whatever_the_feature(t
             torch.testing.assert_close(predicted, wanted)
     with pytest.raises(SpecDecError, match="do not fit a 1-layer head"):
         build_head(tiny_target, layers=1, draft_layers=draft.state_dict())
-    # Saved and loaded, it keeps its feature norm (a head without one reads features at their own scale).
-    assert head.feature_norm is not None and build_head(tiny_target, layers=1).feature_norm is None
+    # Saved and loaded, it keeps its feature norm (a head without one reads features at their own scale)
+    # and adds fc(feature) to the embedding (half the weights of fc over [embedding ; feature]).
+    plain = build_head(tiny_target, layers=1)
+    assert head.feature_norm is not None and plain.feature_norm is None
+    hidden = tiny_target.config.hidden_size
+    assert (head.fc.in_features, plain.fc.in_features) == (hidden, 2 * hidden)
     with torch.no_grad():
         head.fc.weight.normal_(std=0.1)  # now it reads the feature too
         features = torch.randn(wanted.shape, generator=torch.Generator().manual_seed(2))

@@ -37,16 +37,23 @@ def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
 
 
 class FeatureHead(nn.Module):
-    """fc([embedding ; feature]) -> decoder layer(s) and final norm -> the predicted next feature."""
+    """fc([embedding ; feature]) -> decoder layer(s) and final norm -> the predicted next feature.
+
+    Or, with `config.fuse_by_adding`, embedding + fc(feature): for layers that start out as a trained
+    draft's, which read the embedding as it is, the same start with half fc's weights (the bundled
+    head's file then stays under 15 MB).
+    """
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.config = config
-        self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size)
+        hidden = config.hidden_size
+        self.adds = getattr(config, "fuse_by_adding", False)
+        self.fc = nn.Linear(hidden if self.adds else 2 * hidden, hidden)
         self.decoder = LlamaModel(config)
         # Optional: the feature normalised before fusing (as EAGLE-3 normalises the states it reads), for
         # layers that start out reading token embeddings, some 15 times smaller than the target's features.
-        self.feature_norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps) if getattr(
+        self.feature_norm = LlamaRMSNorm(hidden, config.rms_norm_eps) if getattr(
             config, "feature_norm", False) else None  # fmt: skip
 
     def forward(
@@ -59,7 +66,10 @@ class FeatureHead(nn.Module):
         """Predicted features (batch, positions, hidden), in the space of the target's last hidden state."""
         if self.feature_norm is not None:
             features = self.feature_norm(features)
-        fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
+        if self.adds:
+            fused = token_embeddings + self.fc(features)
+        else:
+            fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
         output = self.decoder(inputs_embeds=fused, attention_mask=attention_mask, cache=cache,
                               use_cache=cache is not None)
         return output.last_hidden_state

@@ -178,19 +178,18 @@ def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, to
     """Layers start as copies of the target's last ones, and fc starts by passing the feature through.
 
     Or, given a trained draft's layers (`draft_layers`: its state dict, the draft's depth), they start
-    as the draft's, and fc passes the token's embedding through: the head then begins as that draft,
-    drafting from the text alone (the draft's layers read embeddings, and its output head is the
-    target's, tied), and training teaches it to read the target's features as well.
+    as the draft's, reading the token's embedding plus fc(feature), with fc at zero: the head then
+    begins as that draft, drafting from the text alone (the draft's layers read embeddings, and its
+    output head is the target's, tied), and training teaches it to read the target's features as well.
     """
     hidden = target.config.hidden_size
     config = head_config(target.config, layers)
-    config.feature_norm = draft_layers is not None
+    config.feature_norm = config.fuse_by_adding = draft_layers is not None
     head = FeatureHead(config).float()
     if draft_layers is None:
         for layer, source in zip(head.decoder.layers, target.model.layers[-layers:], strict=True):
             layer.load_state_dict(source.state_dict())
         head.decoder.norm.load_state_dict(target.model.norm.state_dict())
-        passed = slice(hidden, 2 * hidden)  # fc's input is [embedding ; feature]
     else:
         state = {k.removeprefix("model."): v.float() for k, v in draft_layers.items()
                  if k.startswith(("model.layers.", "model.norm."))}  # not its token table or output head
@@ -198,17 +197,17 @@ def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, to
         if loaded.unexpected_keys or set(loaded.missing_keys) != {"embed_tokens.weight"}:  # unused table
             raise SpecDecError(f"the draft's layers do not fit a {layers}-layer head: "
                                f"{(loaded.unexpected_keys or loaded.missing_keys)[:3]}")
-        passed = slice(0, hidden)
         # The feature, normalised, enters at the embeddings' scale (a fixed one): the target's features
         # are ~15 times larger, and a fused input that large would drown the tokens the layers read.
         with torch.no_grad():
             embeddings = target.get_input_embeddings().weight
             head.feature_norm.weight.fill_(embeddings.float().pow(2).mean(-1).sqrt().mean().item())
         head.feature_norm.requires_grad_(False)
-    with torch.no_grad():
+    with torch.no_grad():  # from a draft fc(feature) starts at zero, the embedding added as it is
         head.fc.weight.zero_()
-        head.fc.weight[:, passed] = torch.eye(hidden)
         head.fc.bias.zero_()
+        if draft_layers is None:
+            head.fc.weight[:, hidden:] = torch.eye(hidden)  # fc's input is [embedding ; feature]
     return head
 
 
