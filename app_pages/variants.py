@@ -188,7 +188,7 @@ def feature_head() -> None:
         "GPU training, EAGLE's heads agree with the target more often than separate small drafts do. "
         "This one has two layers that started as the project's 2-layer draft model and were trained "
         "for 40 minutes on a 2-core CPU to read the target's hidden state too: on held-out code it is "
-        "accepted more often than that draft (α 0.72 against 0.67) at about the same cost per drafted "
+        "accepted more often than that draft (α 0.71 against 0.67) at about the same cost per drafted "
         "token, and runs level with the default drafter (measured with `python -m specdec bench` on "
         "2026-12-01; the README's *Benchmark* has the output)."
     )
