@@ -6,8 +6,8 @@ turns into p) holds what its 30 layers worked out, and a head can start from the
 decoder layer or two over [embedding of the token just chosen ; the target's feature before it]; it
 predicts the target's next feature, and the target's own output head turns that into q. To draft a
 second token it feeds its predicted feature forward in place of the target's. (The bundled head's two
-layers started as the trained draft model's, which read the embedding alone: training taught them to
-read the feature too.)
+layers started as the trained draft model's, which read the embedding alone: they read the embedding
+plus a projection of the feature, and training taught them to use the feature too.)
 
     position i reads   (embedding of x_{i+1}, feature f_i)   and predicts f_{i+1}, so q for x_{i+2}
 
