@@ -33,6 +33,12 @@ def _finite(name: str, value: float) -> None:
         raise SpecDecError(f"{name} must be a finite number, got {value}")
 
 
+# The acceptance rules (core.acceptance.RULES holds them): speculative sampling is the engine's own.
+SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL = "speculative", "top-choice", "sample-compare", "typical"
+RULE_NAMES = (SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL)
+LOSSY_RULES = (TOP_CHOICE, TYPICAL)  # not distributed as the target at T > 0
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How tokens are chosen. Temperature 0 means greedy (argmax), an explicit branch of its own."""
@@ -72,8 +78,12 @@ class Settings:
                                      "far survives (the product of the draft's top probabilities) "
                                      "falls below this; the first draft is always made (it costs the "
                                      "target's pass nothing)", (0.0, 0.9))
+    rule: str = setting(SPECULATIVE, "the acceptance rule: speculative (exact), top-choice (lossy), "
+                        "sample-compare (exact, accepts less), typical (Medusa's; lossy)")
 
     def __post_init__(self) -> None:
+        if self.rule not in RULE_NAMES:
+            raise SpecDecError(f"rule must be one of {', '.join(RULE_NAMES)}, got {self.rule!r}")
         _finite("draft-threshold", self.draft_threshold)
         if not 0 <= self.draft_threshold < 1:
             raise SpecDecError(f"draft-threshold must be in [0, 1), got {self.draft_threshold}")

@@ -80,6 +80,12 @@ class RoundTrace:
     stop_confidence: float | None = None
     drafted_by: str = DRAFTED_BY_MODEL  # one of the DRAFTED_BY_ names above
     head_read: HeadRead | None = None  # with a feature head: what its first draft read
+    rule: str = "speculative"  # the acceptance rule that judged the drafts (config.RULE_NAMES)
+    target_draws: list[int] | None = None  # sample-and-compare: y_i ~ p_i, compared with each draft
+    thresholds: list[float] | None = None  # typical acceptance: keep x_i if p_i(x_i) is above this
+    # Per drafted position: the chance the rule keeps the draft, from p and q before x is drawn
+    # (Σ min(p, q) for speculative sampling; core.acceptance.Rule.expected)
+    expected_accept: list[float] | None = None
 
     @property
     def num_drafted(self) -> int:

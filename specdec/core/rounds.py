@@ -14,7 +14,7 @@ import torch
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core import stopwatch
-from specdec.core.acceptance import Verdict, greedy_accept, speculative_accept
+from specdec.core.acceptance import RULES, Verdict, greedy_accept, greedy_expected
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Draft, Drafter
 from specdec.core.records import (
@@ -69,6 +69,7 @@ def _trace(
     caches: CacheLengths,
     draft_cap: int,
     draft_stop: str,
+    expected_accept: torch.Tensor,
 ) -> RoundTrace:
     """The round as plain data; without `target_probs` (a lean run) no top-token tables are built."""
     drafted, k = draft.tokens, len(draft.tokens)
@@ -108,6 +109,10 @@ def _trace(
         drafted_by=draft.source,
         head_read=draft.head_read if draft.head_read is None or target_probs is None else replace(
             draft.head_read, feature=[round(v, 4) for v in draft.read_feature.tolist()]),
+        rule=verdict.rule,
+        target_draws=None if verdict.target_draws is None else verdict.target_draws.tolist(),
+        thresholds=None if verdict.thresholds is None else verdict.thresholds.tolist(),
+        expected_accept=expected_accept.tolist(),
     )
 
 
@@ -159,6 +164,7 @@ def speculative_rounds(
     tables a teacher shows (RoundTrace.positions), for runs nobody watches round by round.
     """
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
+    rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
     threshold = settings.draft_threshold if settings.adaptive else 0.0
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
@@ -186,10 +192,13 @@ def speculative_rounds(
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
         with stopwatch.stage(ACCEPT):
             target_probs = warp_probs(logits, sampling)
+            judged = target_probs[: len(draft.tokens)]  # p at the drafted positions
             if sampling.greedy:
-                verdict = greedy_accept(draft.tokens, draft.probs, target_probs)
+                verdict = replace(greedy_accept(draft.tokens, draft.probs, target_probs), rule=rule.name)
+                expected = greedy_expected(draft.probs, judged)
             else:
-                verdict = speculative_accept(draft.tokens, draft.probs, target_probs, generator)
+                verdict = rule.accept(draft.tokens, draft.probs, target_probs, generator)
+                expected = rule.expected(draft.probs, judged)
         verified = time.perf_counter()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
@@ -211,7 +220,7 @@ def speculative_rounds(
         with stopwatch.stage(TRACE):
             trace = _trace(
                 index, context_length, draft, target_probs if detail else None, verdict,
-                emitted, drafted - start, verified - drafted, caches, cap, stop,
+                emitted, drafted - start, verified - drafted, caches, cap, stop, expected,
             )  # fmt: skip
         yield trace
         index += 1
