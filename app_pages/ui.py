@@ -15,7 +15,7 @@ from dataclasses import fields
 import streamlit as st
 
 from specdec.config import SamplingConfig, ServerLimits, Settings, help_of, ui_range
-from specdec.errors import SpecDecError
+from specdec.errors import SpecDecError, first_line
 from specdec.lab.kvcache import DRAFT, NOT_FED, READ, CacheRow
 from specdec.lab.links import read_link
 from specdec.lab.quiz import COUNT, TICK
@@ -252,8 +252,7 @@ def load_pair() -> tuple[ModelPair | None, str | None]:
     except SpecDecError as error:
         message = str(error)
     except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        message = f"could not load the models: {type(error).__name__}: {first}"
+        message = f"could not load the models: {type(error).__name__}: {first_line(error)}"
     failures.remember(key, message)
     return None, message
 
@@ -288,6 +287,8 @@ def require_pair() -> ModelPair:
     pair, message = load_pair()
     if pair is None:
         st.error(message, icon=":material/error:")
+        st.button("Retry loading", on_click=_retry_load, key="b_retry_load_page",
+                  help="failed loads are remembered by the server; this tries again")  # fmt: skip
         st.stop()
     return pair
 

@@ -188,3 +188,17 @@ def test_bench_tells_a_drafter_apart_from_the_bundled_one_of_its_kind(tiny_pair_
             "n-gram, then head, adaptive"} <= set(labels)
     alone = [m.label for m in bench_methods([NGRAM, head], with_hf=False)]  # nothing to tell apart
     assert alone[-1] == "feature head, adaptive"
+
+
+def test_assisted_runs_in_bench_print_no_transformers_warning(caplog, tiny_pair_dirs):
+    """transformers warns about its own assistant call once per process; bench keeps that line out."""
+    from specdec.cli.bench import hf_assisted_generate
+    from specdec.config import SamplingConfig, Settings
+    from specdec.models.pair import ModelPair
+
+    pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+    for temperature in (0, 1.0):
+        tokens, _ = hf_assisted_generate(pair, [5, 6, 7], Settings(
+            gamma=3, sampling=SamplingConfig(temperature=temperature), max_new_tokens=6))  # fmt: skip
+        assert tokens == 6
+    assert not [r for r in caplog.records if r.name.startswith("transformers")]

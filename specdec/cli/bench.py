@@ -8,6 +8,7 @@ prompt, so machine noise hits each alike. Only ratios measured in the same run a
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +26,19 @@ from specdec.models.runs import generate
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
+# transformers 5.24's assisted generation calls the assistant's generate() with a GenerationConfig
+# and, beside it, min_new_tokens / max_new_tokens (candidate_generator.py), and then warns about its
+# own call ("Passing `generation_config` together with generation-related arguments ... is
+# deprecated") once per process. Our call passes its arguments one way only; that line is dropped.
+OWN_CALL_WARNING = "Passing `generation_config` together with generation-related arguments"
+
+
+class _DropAssistantCallWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(OWN_CALL_WARNING)
+
+
+logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantCallWarning())
 TARGET_ONLY, SPECULATIVE, HF_ASSISTED = "target only", "speculative", "HF assisted"
 
 

@@ -18,7 +18,7 @@ from transformers import LlamaConfig
 from specdec.core.cached_model import ReducedHead
 from specdec.core.feature_head import FeatureHead
 from specdec.core.matmul import layout_of, set_layout
-from specdec.errors import SpecDecError
+from specdec.errors import SpecDecError, first_line
 from specdec.models.loading import LoadedModel
 from specdec.paths import ASSETS, BUNDLED_HEAD, BUNDLED_TARGET
 
@@ -80,6 +80,15 @@ def load_head(name: str, target: LoadedModel) -> LoadedHead:
         folder = SHIPPED_HEAD
     else:
         folder = Path(name)
+    try:
+        return _read_head(name, folder, target)
+    except SpecDecError:
+        raise
+    except Exception as error:  # noqa: BLE001 - missing or damaged files: one line, not a traceback
+        raise SpecDecError(f"could not load feature head '{name}': {first_line(error)}") from error
+
+
+def _read_head(name: str, folder: Path, target: LoadedModel) -> LoadedHead:
     config = LlamaConfig.from_json_file(folder / "config.json")
     if config.hidden_size != target.model.config.hidden_size:
         raise SpecDecError(f"feature head '{name}' reads features of width {config.hidden_size}, but "

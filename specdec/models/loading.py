@@ -28,7 +28,7 @@ from transformers.utils import logging as transformers_logging
 
 from specdec.core.cached_model import ReducedHead
 from specdec.core.matmul import choose_layout, faster_precision, layout_of
-from specdec.errors import SpecDecError
+from specdec.errors import SpecDecError, first_line
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
@@ -126,39 +126,86 @@ def _bundled_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / BUNDLED_GGUF_FILE
 
 
-def _convert_bundled(folder: Path) -> None:
+# The packages the first load needs to convert the bundled GGUF file (transformers' GGUF reader).
+CONVERSION_PACKAGES = ("gguf", "accelerate")
+COMPLETE_MARKER = "specdec-complete.json"  # written last into a cache folder: its files and their sizes
+SETUP_HINT = "run ./start.sh (or `pip install -r requirements.txt`) and try again"
+
+
+def _convert_bundled(staging: Path) -> None:
     """GGUF -> a plain safetensors folder, once. Loading the GGUF takes ~20 s; the folder < 1 s."""
     gguf = _bundled_gguf()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
-    # A model flagged as GGUF-quantised refuses save_pretrained; copy its (dequantised) weights
-    # into a fresh model of the same architecture instead.
-    config = model.config
-    del config.quantization_config
-    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    fresh.load_state_dict(model.state_dict())
-    fresh.generation_config = model.generation_config
-    _publish(folder, lambda staging: (fresh.save_pretrained(staging), tokenizer.save_pretrained(staging)))
+    if missing := [p for p in CONVERSION_PACKAGES if importlib.util.find_spec(p) is None]:
+        raise SpecDecError(f"the first load converts the bundled model from its GGUF file and needs the "
+                           f"package(s) {', '.join(missing)}: {SETUP_HINT}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # A model flagged as GGUF-quantised refuses save_pretrained; copy its (dequantised) weights
+        # into a fresh model of the same architecture instead.
+        config = model.config
+        del config.quantization_config
+        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        fresh.load_state_dict(model.state_dict())
+        fresh.generation_config = model.generation_config
+        fresh.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+    except torch.OutOfMemoryError as error:
+        raise SpecDecError("not enough memory to convert the bundled model (it needs about 2 GB)") from error
+    except Exception as error:  # noqa: BLE001 - a broken install fails in many ways; say what to do
+        raise SpecDecError(f"could not convert the bundled model from {gguf.name}: "
+                           f"{first_line(error)}; {SETUP_HINT}") from error
 
 
-def _publish(folder: Path, write) -> None:
-    """`write(staging)` beside `folder`, then rename: another process may be writing it at the same time."""
+def _is_complete(folder: Path) -> bool:
+    """Whether `folder` holds every file its completion marker lists, at the size it lists."""
+    try:
+        sizes = json.loads((folder / COMPLETE_MARKER).read_text())
+        return all((folder / name).stat().st_size == size for name, size in sizes.items())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _discard(folder: Path) -> None:
+    """Move `folder` aside, then delete it: a rename is atomic, so a reader never sees it half gone."""
+    trash = folder.with_name(f".discarded-{folder.name}-{os.getpid()}")
+    try:
+        folder.rename(trash)
+    except OSError:  # already gone (another process discarded it first)
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def cached_folder(folder: Path, write) -> Path:
+    """`folder`, made by `write(staging)` unless a complete copy is already there.
+
+    A folder without a completion marker, or with a file of another size than the marker says, was
+    left by an interrupted or failed write (or an older version): it is rebuilt, never trusted. The
+    new copy is written beside it and renamed into place, so another process reading or writing the
+    same folder at the same time never sees it half-written.
+    """
+    if _is_complete(folder):
+        return folder
+    if folder.exists():
+        _discard(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".writing-"))
-    write(staging)
     try:
-        staging.rename(folder)
-    except OSError:  # someone else finished first: theirs is as good as ours
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _bundled_target_folder() -> Path:
-    folder = cache_root() / "SmolLM2-135M-Instruct"
-    if not (folder / "config.json").exists():
-        _convert_bundled(folder)
+        write(staging)
+        sizes = {f.name: f.stat().st_size for f in staging.iterdir() if f.is_file()}
+        (staging / COMPLETE_MARKER).write_text(json.dumps(sizes, indent=1))
+        try:
+            staging.rename(folder)
+        except OSError:  # someone else finished first: theirs is as good as ours
+            pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # only left if the rename did not happen
     return folder
+
+
+def bundled_target_folder() -> Path:
+    """The bundled target as a safetensors folder in the cache, converted from the GGUF on first use."""
+    return cached_folder(cache_root() / "SmolLM2-135M-Instruct", _convert_bundled)
 
 
 def shipped_draft_exists() -> bool:
@@ -173,11 +220,16 @@ def _bundled_draft_folder() -> Path:
         raise SpecDecError(f"no trained draft is shipped at {SHIPPED_DRAFT}: use --drafter ngram")
     shipped = [weights, SHIPPED_DRAFT / "config.json", SHIPPED_DRAFT / HEAD_TOKENS_FILE]
     version = hashlib.sha256(b"".join(f.read_bytes() for f in shipped if f.exists())).hexdigest()[:12]
-    folder = cache_root() / f"SmolLM2-135M-Instruct-draft-{version}"
-    if not (folder / "config.json").exists():
-        target_folder = _bundled_target_folder()
-        _publish(folder, lambda staging: assemble_draft(SHIPPED_DRAFT, target_folder, staging))
-    return folder
+    target_folder = bundled_target_folder()
+
+    def assemble(staging: Path) -> None:
+        try:
+            assemble_draft(SHIPPED_DRAFT, target_folder, staging)
+        except Exception as error:  # noqa: BLE001 - damaged shipped files or cache: one line
+            raise SpecDecError(f"could not assemble the bundled draft from {SHIPPED_DRAFT.name}/: "
+                               f"{first_line(error)}") from error
+
+    return cached_folder(cache_root() / f"SmolLM2-135M-Instruct-draft-{version}", assemble)
 
 
 def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> None:
@@ -210,16 +262,18 @@ def hub_reachable() -> bool:
 def resolve_model_path(name: str) -> str:
     """A user-facing model name -> something from_pretrained accepts."""
     if name == BUNDLED_TARGET:
-        return str(_bundled_target_folder())
+        return str(bundled_target_folder())
     if name == BUNDLED_DRAFT:
         return str(_bundled_draft_folder())
     return name
 
 
-def load_model(name: str, fast: bool = False) -> LoadedModel:
+def load_model(name: str, fast: bool = False, rebuilt: bool = False) -> LoadedModel:
     """Load weights + tokenizer by bundled name, Hugging Face id or local folder (safetensors only).
 
     `fast`: a draft (or a teacher making training data), for which bf16 on a CPU is fine (pick_device).
+    Every failure is a SpecDecError with one line that says what to do. A bundled model whose cache
+    folder cannot be read is converted again once (`rebuilt` marks that second try).
     """
     device, dtype = pick_device(fast)
     if device.type == "cpu":
@@ -239,14 +293,19 @@ def load_model(name: str, fast: bool = False) -> LoadedModel:
         AutoConfig.from_pretrained(path, **options)
         tokenizer = AutoTokenizer.from_pretrained(path, **options)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True, **options)
-    except (OSError, ValueError, KeyError) as error:
-        if local_only:
-            raise SpecDecError(f"could not load model '{name}': it is not a folder here, not in the local "
-                               "Hugging Face cache, and the hub cannot be reached") from error  # fmt: skip
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SpecDecError(f"could not load model '{name}': {first_line}") from error
     except torch.OutOfMemoryError as error:
         raise SpecDecError(f"not enough memory to load model '{name}' on {device.type}") from error
+    except Exception as error:  # noqa: BLE001 - a model fails to load in many ways; one line each
+        if name in (BUNDLED_TARGET, BUNDLED_DRAFT):
+            if not rebuilt:  # a damaged cache folder (its sizes were right): rebuild it once
+                _discard(Path(path))
+                return load_model(name, fast, rebuilt=True)
+            raise SpecDecError(f"could not load the bundled model '{name}' even from a fresh conversion "
+                               f"({first_line(error)}): {SETUP_HINT}") from error  # fmt: skip
+        if local_only and isinstance(error, (OSError, ValueError, KeyError)):
+            raise SpecDecError(f"could not load model '{name}': it is not a folder here, not in the local "
+                               "Hugging Face cache, and the hub cannot be reached") from error  # fmt: skip
+        raise SpecDecError(f"could not load model '{name}': {first_line(error)}") from error
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
     model = model.to(device).eval()
