@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from specdec.cli.arguments import config_from_args, settings_from_args
 from specdec.cli.bench import format_bench_table, load_prompt_sets, run_bench_sets
-from specdec.config import DraftTrainingConfig, HeadTrainingConfig
+from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
@@ -46,6 +46,9 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
     prompt_ids = pair.encode_prompt(prompt, args.chat, settings.max_new_tokens)
     if not args.json:
         describe_pair(pair)
+    if settings.rule in LOSSY_RULES and not args.no_speculation:
+        print(f"note: the {settings.rule} rule is lossy: above temperature 0 its output is not distributed "
+              "as the target's", file=sys.stderr)  # fmt: skip
     for sample_index in range(args.num_samples):
         settings = settings_from_args(args, seed_offset=sample_index)
         with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,
@@ -128,3 +131,42 @@ def run_eval_draft(args: argparse.Namespace) -> None:
     else:
         describe_pair(pair)
         print(format_figures(figures))
+
+
+def _temperatures(args: argparse.Namespace) -> list[float]:
+    if not args.temperatures:
+        return [args.temperature]
+    try:
+        return [float(word) for word in args.temperatures.split(",")]
+    except ValueError as error:
+        raise SpecDecError(f"temperatures must be numbers separated by commas, got {args.temperatures!r}") \
+            from error
+
+
+def run_rules(args: argparse.Namespace) -> None:
+    """Each rule against the target alone, at each temperature: one JSON object (or table row) each."""
+    from specdec.lab.rules import rule_trial, trial_results
+
+    settings = settings_from_args(args)
+    trials = [replace(settings, sampling=replace(settings.sampling, temperature=t)) for t in _temperatures(args)]
+    if args.samples < 2 or not 1 <= args.tokens <= 4:
+        raise SpecDecError("samples must be at least 2 and tokens 1 to 4")
+    pair = load_pair(args)
+    prompt_ids = pair.encode_prompt(args.prompt, args.chat, max(settings.gamma, args.tokens) + 1)
+    if not args.json:
+        describe_pair(pair)
+        print(f"{'rule':16} {'lossless':>8} {'T':>5} {'alpha':>6} {'tok/pass':>8} {'speed-up':>8} "
+              f"{'TV':>6} {'floor':>6} {'chi2 p':>8}")  # fmt: skip
+    for trial_settings in trials:
+        with tqdm(total=args.samples, unit="sample", file=sys.stderr, disable=args.json or None,
+                  leave=False) as progress:  # fmt: skip
+            for trial in rule_trial(pair, prompt_ids, trial_settings, args.samples, args.tokens):
+                progress.update(1)
+        for result in trial_results(trial):
+            row = result.to_json()
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                print(f"{row['rule']:16} {'yes' if row['lossless'] else 'NO':>8} {row['temperature']:>5.2f} "
+                      f"{row['alpha']:>6.3f} {row['tokens_per_pass']:>8.2f} {row['speedup']:>7.2f}x "
+                      f"{row['tv']:>6.3f} {row['tv_noise_floor']:>6.3f} {row['chi2_p']:>8.2g}")  # fmt: skip

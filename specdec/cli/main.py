@@ -30,8 +30,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
 
 
-def _add_run_arguments(parser: argparse.ArgumentParser, chat_default: bool) -> None:
-    add_settings_arguments(parser)
+def _add_run_arguments(parser: argparse.ArgumentParser, chat_default: bool, exclude: tuple = ()) -> None:
+    add_settings_arguments(parser, exclude)
     parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=chat_default,
                         help="wrap the prompt in the target's chat template")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -59,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
+    rules = commands.add_parser("rules", help="the four acceptance rules sampled side by side on one prompt")
+    rules.add_argument("--prompt", required=True)
+    _add_model_arguments(rules)
+    _add_run_arguments(rules, chat_default=True, exclude=("rule", "max_new_tokens"))
+    rules.add_argument("--samples", type=int, default=120,
+                       help="short samples of each rule and of each target-only half (default 120)")
+    rules.add_argument("--tokens", type=int, default=1, help="first tokens compared per sample, 1 to 4")
+    rules.add_argument("--temperatures", help="comma-separated, e.g. 0,0.5,1: one trial each "
+                       "(default: --temperature alone)")
+
     train = commands.add_parser("train-draft", help="distil a draft model from the bundled target")
     train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),
                        help="data shards, evaluation set and checkpoints (resumable)")
@@ -98,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.run_generate(args, _read_prompt(args))
         elif args.command == "bench":
             commands.run_bench(args)
+        elif args.command == "rules":
+            commands.run_rules(args)
         elif args.command == "train-draft":
             commands.run_train_draft(args)
         elif args.command == "train-head":

@@ -1,0 +1,282 @@
+"""The rule on trial: every acceptance rule sampled on one prompt, against the target alone; and the
+exact rule's acceptance over a range of temperatures. No Streamlit here.
+
+A trial draws many short samples of each kind, each with its own seed: the target alone (twice, in
+two independent halves, whose distance from each other is the noise floor) and each rule. The
+prompt is read once; after every sample both caches roll back to it. A speculative sample is its
+first round (and more only if that emitted fewer than the tokens compared), so each sample tests the
+drafts at the same first position, where the rule's expected acceptance is one number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from statistics import median
+
+import torch
+
+from specdec.config import RULE_NAMES, SPECULATIVE, Settings
+from specdec.core.acceptance import RULES
+from specdec.core.rounds import target_only_steps
+from specdec.errors import SpecDecError
+from specdec.lab.lock import MODEL_LOCK, locked_steps
+from specdec.lab.stats import chi_square_two_sample, tv_distance
+from specdec.lab.timing import timed_run
+from specdec.models.pair import ModelPair
+from specdec.models.runs import RunModels, rounds
+from specdec.paths import ASSETS
+
+SWEEP_TEMPERATURES = (0.0, 0.3, 0.6, 1.0, 1.5)
+SWEEP_SETS = (ASSETS / "prompts" / "code.json", ASSETS / "prompts" / "prose.json")
+
+
+@dataclass
+class RuleTally:
+    """One rule's samples: outcomes (the first tokens), and what its rounds did."""
+
+    rule: str
+    outcomes: Counter = field(default_factory=Counter)
+    samples: int = 0
+    rounds: int = 0  # target passes
+    emitted: int = 0
+    drafted: int = 0
+    tested: int = 0
+    accepted: int = 0
+    expected_accepted: float = 0.0  # Σ of the rule's expected acceptance over the tested positions
+    first_tested: int = 0  # samples that drafted at least one token (always, with a model drafter)
+    first_kept: int = 0  # ... whose first draft was kept
+    first_expected: float = 0.0  # the rule's expected acceptance at the first position (one p, one q)
+    seconds: float = 0.0  # compute time of its rounds (the prompt is read once, before any sample)
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def expected_alpha(self) -> float:
+        return self.expected_accepted / self.tested if self.tested else 0.0
+
+    @property
+    def first_acceptance(self) -> float:
+        return self.first_kept / self.first_tested if self.first_tested else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.emitted / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.emitted / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class TargetTally:
+    """Target-only samples, in two halves drawn with seeds of their own."""
+
+    halves: tuple[Counter, Counter] = field(default_factory=lambda: (Counter(), Counter()))
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Trial:
+    num_tokens: int
+    settings: Settings
+    target: TargetTally = field(default_factory=TargetTally)
+    rules: dict[str, RuleTally] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        return min((t.samples for t in self.rules.values()), default=0)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule's row: what the page shows, the chart plots and `python -m specdec rules` prints."""
+
+    rule: str
+    title: str
+    lossless: bool
+    temperature: float
+    samples: int
+    alpha: float  # accepted / tested drafts, all positions
+    expected_alpha: float  # the rule's expected acceptance, averaged over the same tested positions
+    first_acceptance: float  # the first draft kept, measured
+    first_expected: float  # ... and expected from p and q there (Σ min(p, q), Σ p·q, ...)
+    tokens_per_pass: float
+    speedup: float  # its tokens/s over the target alone's, on the same clock
+    tv: float  # its first tokens' distance from the target's (first half)
+    tv_noise_floor: float  # the two target halves' distance: what sampling alone gives
+    chi2_p: float  # χ² test of its first tokens against the target's first half
+
+    def to_json(self) -> dict:
+        keys = ("rule", "lossless", "temperature", "alpha", "tokens_per_pass", "speedup", "tv",
+                "tv_noise_floor", "chi2_p")  # fmt: skip
+        return {key: getattr(self, key) for key in keys}
+
+
+def _first_tokens(tokens: list[int], num_tokens: int) -> tuple[int, ...]:
+    return tuple(tokens[:num_tokens])
+
+
+def _target_sample(models: RunModels, pair, prompt_ids, settings, num_tokens, lock) -> tuple[list[int], float]:
+    steps = target_only_steps(models.target, prompt_ids, settings.sampling,
+                              torch.Generator().manual_seed(settings.seed),
+                              num_tokens, pair.stop_token_ids)  # fmt: skip
+    tokens, seconds = [], 0.0
+    for step, step_seconds in locked_steps(steps, lock):
+        tokens.append(step.token)
+        seconds += step_seconds
+    return tokens, seconds
+
+
+def _rule_sample(models: RunModels, pair, prompt_ids, settings, num_tokens, tally: RuleTally, lock) -> None:
+    emitted = []
+    for index, (trace, seconds) in enumerate(locked_steps(
+            rounds(pair, prompt_ids, settings, models=models, detail=False), lock)):  # fmt: skip
+        tally.rounds += 1
+        tally.seconds += seconds
+        tally.emitted += len(trace.emitted_tokens)
+        tally.drafted += trace.num_drafted
+        tally.tested += trace.num_tested
+        tally.accepted += trace.num_accepted
+        tally.expected_accepted += sum(trace.expected_accept[: trace.num_tested])
+        if index == 0 and trace.num_drafted:
+            tally.first_tested += 1
+            tally.first_kept += trace.num_accepted > 0
+            tally.first_expected = trace.expected_accept[0]
+        emitted += trace.emitted_tokens
+        if len(emitted) >= num_tokens:
+            break
+    tally.outcomes[_first_tokens(emitted, num_tokens)] += 1
+    tally.samples += 1
+
+
+def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_samples: int,
+               num_tokens: int = 1, rules: tuple[str, ...] = RULE_NAMES, lock=MODEL_LOCK) -> Iterator[Trial]:
+    """`num_samples` samples of each rule and of each target half, seeds from settings.seed on, all
+    disjoint; yields the trial after every round of samples (one of each kind), so a stop keeps a
+    balanced part."""
+    if num_samples < 2:
+        raise SpecDecError(f"samples must be at least 2, got {num_samples}")
+    if not 1 <= num_tokens <= 4:
+        raise SpecDecError(f"tokens per sample must be 1 to 4, got {num_tokens}")
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise SpecDecError(f"unknown rule {unknown[0]!r}: use {', '.join(RULE_NAMES)}")
+    # A round drafts up to γ: room for γ drafts and the target's own token, and for the tokens compared.
+    short = replace(settings, max_new_tokens=max(settings.gamma, num_tokens) + 1)
+    trial = Trial(num_tokens, settings, rules={rule: RuleTally(rule) for rule in rules})
+    models = RunModels.of(pair)
+    with lock:
+        for _ in models.prefill(prompt_ids, chunk_size=0):
+            pass
+    read = len(prompt_ids) - 1  # what both caches hold before every sample
+
+    def reset() -> None:
+        models.target.rollback(read)
+        models.drafter.rollback(read)
+
+    for i in range(num_samples):
+        for half in (0, 1):
+            seeded = replace(short, seed=settings.seed + half * num_samples + i)
+            tokens, seconds = _target_sample(models, pair, prompt_ids, seeded, num_tokens, lock)
+            reset()
+            trial.target.halves[half][_first_tokens(tokens, num_tokens)] += 1
+            trial.target.tokens += len(tokens)
+            trial.target.seconds += seconds
+        for number, rule in enumerate(rules):
+            seeded = replace(short, rule=rule, seed=settings.seed + (2 + number) * num_samples + i)
+            _rule_sample(models, pair, prompt_ids, seeded, num_tokens, trial.rules[rule], lock)
+            reset()
+        yield trial
+
+
+def trial_results(trial: Trial) -> list[RuleResult]:
+    """Each rule's row: acceptance, speed and distance from the target, beside the noise floor."""
+    first_half, second_half = trial.target.halves
+    if not sum(first_half.values()) or not sum(second_half.values()):
+        return []
+    floor = tv_distance(first_half, second_half)
+    plain = trial.target.tokens_per_second
+    results = []
+    for tally in trial.rules.values():
+        if not tally.samples:
+            continue
+        rule = RULES[tally.rule]
+        results.append(RuleResult(
+            rule=tally.rule, title=rule.title, lossless=rule.lossless,
+            temperature=trial.settings.sampling.temperature, samples=tally.samples,
+            alpha=tally.alpha, expected_alpha=tally.expected_alpha,
+            first_acceptance=tally.first_acceptance, first_expected=tally.first_expected,
+            tokens_per_pass=tally.tokens_per_pass,
+            speedup=tally.tokens_per_second / plain if plain else 0.0,
+            tv=tv_distance(tally.outcomes, first_half), tv_noise_floor=floor,
+            chi2_p=chi_square_two_sample(tally.outcomes, first_half).p_value,
+        ))  # fmt: skip
+    return results
+
+
+# -- the temperature sweep -------------------------------------------------------------------------
+
+
+def sweep_prompt_sets(paths=SWEEP_SETS, per_set: int | None = None) -> dict[str, list[str]]:
+    """{set name: prompts} from the held-out sets (the first `per_set` of each, or all)."""
+    sets = {}
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        sets[data["name"]] = data["prompts"][:per_set] if per_set else data["prompts"]
+    return sets
+
+
+def temperature_sweep(pair: ModelPair, prompt_sets: dict[str, list[str]], settings: Settings, chat: bool,
+                      temperatures=SWEEP_TEMPERATURES, lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
+    """The exact rule on every prompt at every temperature, with target-only beside it (who goes first
+    alternates): one row per prompt and temperature, yielded as it is measured."""
+    exact = replace(settings, rule=SPECULATIVE)
+    number = 0
+    for temperature in temperatures:
+        at = replace(exact, sampling=replace(exact.sampling, temperature=temperature))
+        for category, prompts in prompt_sets.items():
+            for index, prompt in enumerate(prompts):
+                prompt_ids = pair.encode_prompt(prompt, chat, at.max_new_tokens)
+                order = (True, False) if number % 2 == 0 else (False, True)
+                runs = {speculative: timed_run(pair, prompt_ids, at, speculative, lock) for speculative in order}
+                number += 1
+                traces = runs[True].traces
+                tested = sum(t.num_tested for t in traces)
+                expected = sum(sum(t.expected_accept[: t.num_tested]) for t in traces)
+                m = runs[True].metrics()
+                plain = runs[False].tokens_per_second
+                yield {
+                    "temperature": temperature, "category": category, "prompt": index + 1,
+                    "alpha": m.alpha if m else 0.0,
+                    "expected_alpha": expected / tested if tested else 0.0,
+                    "tested": tested,
+                    "tokens_per_pass": m.tokens_per_pass if m else 0.0,
+                    "speedup": runs[True].tokens_per_second / plain if plain else 0.0,
+                }  # fmt: skip
+
+
+def sweep_summary(rows: list[dict]) -> list[dict]:
+    """Per temperature and set: acceptance pooled over the prompts' tested drafts; tokens per pass
+    and speed-up as medians over the prompts (robust to one odd prompt)."""
+    out = []
+    for key in dict.fromkeys((r["temperature"], r["category"]) for r in rows):
+        mine = [r for r in rows if (r["temperature"], r["category"]) == key]
+        tested = sum(r["tested"] for r in mine)
+        out.append({
+            "temperature": key[0], "category": key[1], "prompts": len(mine),
+            "alpha": sum(r["alpha"] * r["tested"] for r in mine) / tested if tested else 0.0,
+            "expected_alpha": sum(r["expected_alpha"] * r["tested"] for r in mine) / tested if tested else 0.0,
+            "tokens_per_pass": median(r["tokens_per_pass"] for r in mine),
+            "speedup": median(r["speedup"] for r in mine),
+        })  # fmt: skip
+    return out
