@@ -56,6 +56,12 @@ page = st.navigation(
             "app_pages/guarantee.py", title="The guarantee", icon=":material/verified:", url_path="guarantee"
         ),
         st.Page(
+            "app_pages/rule_trial.py",
+            title="The rule on trial",
+            icon=":material/gavel:",
+            url_path="rule-trial",
+        ),
+        st.Page(
             "app_pages/idle_machine.py",
             title="The idle machine",
             icon=":material/memory:",

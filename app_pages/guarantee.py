@@ -5,7 +5,7 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import ui
-from specdec.config import SamplingConfig
+from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
 from specdec.lab import charts, guarantee
 from specdec.lab.stats import chi_square_two_sample, tv_distance
@@ -92,7 +92,8 @@ def sampled_outcomes(pair: ModelPair) -> None:
     temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1, key="_gu_temp")
     chat = bool(st.session_state["_gu_chat"])
     base, prompt_ids = ui.require_prompt(pair, st.session_state["_gu_prompt"], chat, num_tokens + 1)
-    settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0))
+    # The engine's own rule here, whatever the sidebar's: the other rules are on trial on their own page.
+    settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0), rule=SPECULATIVE)
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
     results = st.session_state["_gu_results"]
     if ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop"):

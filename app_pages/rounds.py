@@ -6,6 +6,8 @@ import streamlit as st
 
 from app_pages import student, ui
 from app_pages.student import code, md_escape
+from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
+from specdec.core.acceptance import RULES
 from specdec.core.records import DRAFTED_BY_LOOKUP
 from specdec.lab import charts, draft_length, kvcache
 from specdec.lab.stepper import Stepper
@@ -90,6 +92,13 @@ def _read_prompt() -> None:
 
 _read_prompt()
 greedy = settings.sampling.greedy
+rule = RULES[settings.rule]  # at temperature 0 every rule is the greedy rule
+if ui.lossy_rule_in_use():
+    st.warning(f"Rule: **{rule.title}**. {ui.LOSSY_NOTE} (see *The rule on trial*).",
+               icon=":material/warning:")  # fmt: skip
+elif settings.rule != SPECULATIVE and not greedy:
+    st.info(f"Rule: **{rule.title}** (exact, but it accepts less than speculative sampling).",
+            icon=":material/rule:")  # fmt: skip
 
 
 # -- controls ----------------------------------------------------------------------------------
@@ -328,6 +337,41 @@ def _stage_verify(trace, labels) -> None:
     ui.chart(fig, key=f"_c2_{trace.index}")
 
 
+RULE_TESTS = {  # stage 3's opening line under each rule, above temperature 0
+    SPECULATIVE: "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
+    "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested.",
+    TOP_CHOICE: "**The top choice matches** (lossy): a draft x is kept while it equals the target's most "
+    "likely token (argmax of p), at any temperature. The first mismatch ends the round.",
+    SAMPLE_COMPARE: "**Sample and compare** (exact): at each position the target draws its own token "
+    "**y ~ p**; x is kept if **y = x** (chance p(x)). The first mismatch ends the round.",
+    TYPICAL: "**Typical acceptance** (Medusa, lossy): x is kept while **p(x) > min(0.09, 0.3·exp(−H(p)))**, "
+    "a bar that is high where p is sure and low where it is flat. No coin. The first miss ends the round.",
+}
+
+
+def _test_line(trace, labels, i: int) -> str:
+    """Draft i's test under the round's rule, in its own numbers."""
+    x = labels[trace.drafted_tokens[i]]
+    q, p, a = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
+    kept = i < trace.num_accepted
+    verdict = "**accept**" if kept else "**reject**"
+    if trace.thresholds is not None:
+        sign = ">" if kept else "≤"
+        return f"{i + 1}. {code(x)}: p(x)={p:.3f} {sign} threshold {trace.thresholds[i]:.3f} → {verdict}"
+    if trace.target_draws is not None:
+        y = labels.get(trace.target_draws[i], "?")
+        sign = "=" if kept else "≠"
+        return f"{i + 1}. {code(x)}: the target drew y = {code(y)} {sign} x (chance p(x)={p:.3f}) → {verdict}"
+    if trace.uniforms is None:  # greedy, or the top-choice rule
+        top = labels[trace.positions[i].token_ids[0]]
+        relation = "matches" if kept else "differs from"
+        return f"{i + 1}. {code(x)} {relation} the target's argmax {code(top)} → {verdict}"
+    u = trace.uniforms[i]
+    sign = "<" if kept else "≥"
+    numbers = f"q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio"
+    return f"{i + 1}. {code(x)}: {numbers} → {verdict}"
+
+
 def _stage_accept(trace, labels) -> None:
     if trace.num_drafted == 0:
         st.markdown("Nothing was drafted, so there is nothing to test: the target's pass gives one token.")
@@ -338,34 +382,31 @@ def _stage_accept(trace, labels) -> None:
             "most likely token (argmax of p); the first mismatch ends the round."
         )
     else:
-        st.markdown(
-            "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
-            "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested."
-        )
+        st.markdown(RULE_TESTS[trace.rule])
     fig = _figure(trace, "accept", 0, lambda: charts.acceptance_chart(trace, labels))
     ui.chart(fig, key=f"_c3_{trace.index}")
-    lines = []
-    for i in range(trace.num_tested):
-        x = labels[trace.drafted_tokens[i]]
-        q, p, a = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
-        verdict = "**accept**" if i < trace.num_accepted else "**reject**"
-        if greedy:
-            top = labels[trace.positions[i].token_ids[0]]
-            rule = "matches" if i < trace.num_accepted else "differs from"
-            lines.append(f"{i + 1}. {code(x)} {rule} the target's argmax {code(top)} → {verdict}")
-        else:
-            u = trace.uniforms[i]
-            sign = "<" if i < trace.num_accepted else "≥"
-            numbers = f"q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio"
-            lines.append(f"{i + 1}. {code(x)}: {numbers} → {verdict}")
-    st.markdown("\n".join(lines))
+    st.markdown("\n".join(_test_line(trace, labels, i) for i in range(trace.num_tested)))
+
+
+# What the replacement after a rejection is drawn from, under each rule (above temperature 0).
+REPLACEMENTS = {
+    SPECULATIVE: ("a replacement {nxt} is drawn from the residual norm(max(0, p − q)), which removes the "
+                  "mass q already had its chance at", "residual norm(max(0, p−q))"),
+    TOP_CHOICE: ("a replacement {nxt} is drawn from p itself (it can even be the argmax again)",
+                 "p (drawn from)"),
+    SAMPLE_COMPARE: ("the target's own draw y = {nxt} is emitted: given y ≠ x it is a draw from p "
+                     "without x", "p without x (y given y ≠ x)"),
+    TYPICAL: ("a replacement {nxt} is drawn from p cut to its typical tokens (p ≥ the bar), as Medusa "
+              "samples", "p cut to typical tokens"),
+}  # fmt: skip
 
 
 def _stage_correct(trace, labels) -> None:
     k, j = trace.num_drafted, trace.num_accepted
     nxt = labels[trace.next_token]
     if trace.is_bonus:
-        how = " (its argmax)." if greedy else "."
+        how = " (its argmax)." if greedy else (
+            " cut to its typical tokens (p ≥ the bar), as Medusa samples." if trace.rule == TYPICAL else ".")
         if k == 0:
             st.markdown(
                 f"Nothing was drafted: the target's pass gives p for the next position, and "
@@ -381,16 +422,12 @@ def _stage_correct(trace, labels) -> None:
             trace.positions[k], labels, title, highlight=trace.next_token))  # fmt: skip
     else:
         rejected = labels[trace.drafted_tokens[j]]
-        rule = (
-            f"the target's argmax {code(nxt)} replaces it"
-            if greedy
-            else f"a replacement {code(nxt)} is drawn from the residual norm(max(0, p − q)), which removes "
-            "the mass q already had its chance at"
-        )
-        st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {rule}. Drafts after it are discarded.")
+        text, name = REPLACEMENTS[trace.rule]
+        how = f"the target's argmax {code(nxt)} replaces it" if greedy else text.format(nxt=code(nxt))
+        st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {how}. Drafts after it are discarded.")
         title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
-            trace.positions[j], labels, title, highlight=trace.next_token))  # fmt: skip
+            trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))  # fmt: skip
     ui.chart(fig, key=f"_c4_{trace.index}")
     shown = trace.positions[k if trace.is_bonus else j].token_ids
     if trace.next_token not in shown:

@@ -14,7 +14,19 @@ from dataclasses import fields
 
 import streamlit as st
 
-from specdec.config import SamplingConfig, ServerLimits, Settings, help_of, ui_range
+from specdec.config import (
+    LOSSY_RULES,
+    RULE_NAMES,
+    SAMPLE_COMPARE,
+    SPECULATIVE,
+    TOP_CHOICE,
+    TYPICAL,
+    SamplingConfig,
+    ServerLimits,
+    Settings,
+    help_of,
+    ui_range,
+)
 from specdec.errors import SpecDecError, first_line
 from specdec.lab.kvcache import DRAFT, NOT_FED, READ, CacheRow
 from specdec.lab.links import read_link
@@ -49,13 +61,21 @@ SETTINGS = {
     **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
        for name, config in NUMERIC_SETTINGS.items()},
     "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
+    "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # The round view's student mode, so that an instructor's link opens it for every student.
     "student": ("student", bool, lambda: False),
     "question": ("question", str, lambda: TICK),
     "hint": ("hint", str, lambda: "p"),
 }  # fmt: skip
-CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q")}
+CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES}
+RULE_TITLES = {  # what the sidebar calls each acceptance rule
+    SPECULATIVE: "speculative sampling (exact)",
+    TOP_CHOICE: "the top choice matches (lossy)",
+    SAMPLE_COMPARE: "sample and compare (exact)",
+    TYPICAL: "typical acceptance, Medusa (lossy)",
+}
+LOSSY_NOTE = "Lossy rule: above temperature 0 the output is not distributed as the target's"
 
 ORIGIN_STYLE = {
     ACCEPTED: "background:#c8e6c9;border-color:#2e7d32",
@@ -210,6 +230,10 @@ def sidebar_controls() -> None:
     mirrored(sb.slider, "Stop drafting below this confidence", "draft_threshold",
              *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
              help=help_of(Settings, "draft_threshold"))
+    mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
+             help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
+    if lossy_rule_in_use():
+        sb.warning(LOSSY_NOTE + ".", icon=":material/warning:")
     mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
     mirrored(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
     mirrored(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
@@ -360,12 +384,17 @@ def run_with_progress(
     return items
 
 
+def lossy_rule_in_use() -> bool:
+    """The sidebar's rule is lossy (and the temperature above 0, where that matters)."""
+    return st.session_state["rule"] in LOSSY_RULES and float(st.session_state["temperature"]) > 0
+
+
 def current_settings() -> Settings:
     """The sidebar's values as engine settings (SpecDecError on bad values)."""
     s = st.session_state
     sampling = SamplingConfig(float(s["temperature"]), int(s["top_k"]), float(s["top_p"]))
     return Settings(int(s["gamma"]), sampling, int(s["max_new_tokens"]), int(s["seed"]),
-                    bool(s["adaptive"]), float(s["draft_threshold"]))
+                    bool(s["adaptive"]), float(s["draft_threshold"]), str(s["rule"]))
 
 
 def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:

@@ -148,7 +148,8 @@ def run_rules(args: argparse.Namespace) -> None:
     from specdec.lab.rules import rule_trial, trial_results
 
     settings = settings_from_args(args)
-    trials = [replace(settings, sampling=replace(settings.sampling, temperature=t)) for t in _temperatures(args)]
+    trials = [replace(settings, sampling=replace(settings.sampling, temperature=t))
+              for t in _temperatures(args)]  # fmt: skip
     if args.samples < 2 or not 1 <= args.tokens <= 4:
         raise SpecDecError("samples must be at least 2 and tokens 1 to 4")
     pair = load_pair(args)
@@ -161,7 +162,7 @@ def run_rules(args: argparse.Namespace) -> None:
         with tqdm(total=args.samples, unit="sample", file=sys.stderr, disable=args.json or None,
                   leave=False) as progress:  # fmt: skip
             for trial in rule_trial(pair, prompt_ids, trial_settings, args.samples, args.tokens):
-                progress.update(1)
+                progress.update(trial.samples - progress.n)
         for result in trial_results(trial):
             row = result.to_json()
             if args.json:

@@ -151,7 +151,7 @@ def _without(probs: torch.Tensor, token: int) -> torch.Tensor:
     return rest / mass if mass > 1e-12 else probs
 
 
-def top_choice_replacement(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int) -> torch.Tensor:
+def top_choice_replacement(target_probs: torch.Tensor, draft_probs, token: int) -> torch.Tensor:
     return target_probs  # a plain draw from p: it may even be the argmax again
 
 
@@ -186,7 +186,7 @@ def top_choice_accept(
     )
 
 
-def sample_compare_replacement(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int) -> torch.Tensor:
+def sample_compare_replacement(target_probs: torch.Tensor, draft_probs, token: int) -> torch.Tensor:
     return _without(target_probs, token)
 
 
@@ -206,8 +206,8 @@ def sample_compare_accept(
     positions = torch.arange(k)
     # All k draws up front, as speculative_accept flips all its coins: the same use of the generator
     # every round. Draws after the first mismatch are never used.
-    draws = torch.stack([torch.multinomial(target_probs[i], 1, generator=generator)[0] for i in range(k)]) \
-        if k else torch.empty(0, dtype=torch.long)
+    draws = torch.empty(0, dtype=torch.long) if k == 0 else torch.cat(
+        [torch.multinomial(target_probs[i], 1, generator=generator) for i in range(k)])
     num_accepted = _first_rejection(draws == draft_tokens)
     if num_accepted < k:
         residual = _without(target_probs[num_accepted], int(draft_tokens[num_accepted]))
@@ -243,7 +243,7 @@ def typical_thresholds(target_probs: torch.Tensor, epsilon: float = TYPICAL_EPSI
     return torch.minimum(torch.full_like(entropy, epsilon), delta * torch.exp(-entropy))
 
 
-def typical_replacement(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int) -> torch.Tensor:
+def typical_replacement(target_probs: torch.Tensor, draft_probs, token: int) -> torch.Tensor:
     """p cut to its typical tokens (p >= the threshold), renormalised: Medusa's `get_typical_one_token`.
     The argmax always survives the cut (δ·exp(-H) < max p), so the mass is never zero."""
     threshold = typical_thresholds(target_probs[None])[0]

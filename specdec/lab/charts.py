@@ -102,8 +102,10 @@ def distribution_chart(
     title: str,
     highlight: int | None = None,
     show_residual: bool = True,
+    residual_name: str = "residual norm(max(0, p−q))",
 ) -> go.Figure:
-    """p next to q (and the residual norm(max(0, p - q)) where there is one), one group per token."""
+    """p next to q (and the residual norm(max(0, p - q)) where there is one), one group per token.
+    `residual_name`: what the replacement was drawn from under the round's rule."""
     ids = position.token_ids[:MAX_BARS]
     if highlight is not None and highlight in position.token_ids and highlight not in ids:
         ids = [*ids[:-1], highlight]
@@ -119,7 +121,7 @@ def distribution_chart(
                     hovertemplate="%{x}: q=%{y:.3f}<extra></extra>")  # fmt: skip
     if show_residual and position.residual_probs is not None:
         fig.add_bar(x=names, y=[position.residual_probs[i] for i in index],
-                    name="residual norm(max(0, p−q))",
+                    name=residual_name,
                     marker={"color": RESIDUAL_COLOR, "line": _outline(ids, highlight)},
                     hovertemplate="%{x}: residual=%{y:.3f}<extra></extra>")  # fmt: skip
     fig.update_layout(barmode="group")
@@ -127,17 +129,35 @@ def distribution_chart(
     return _layout(_narrow(fig, len(ids)), title)
 
 
+# What each rule's accept zone is, and the chart's title, when the round has no coin flips.
+ZONES = {
+    "top-choice": ("1 if x = argmax p, else 0", "top-choice rule: keep x while it is the target's argmax"),
+    "sample-compare": ("P(y = x) = p(x)", "sample and compare: keep x if the target's own draw y equals it"),
+    "typical": ("1 if p(x) > threshold, else 0", "typical acceptance: keep x while p(x) is above the bar"),
+}
+GREEDY_ZONE = ("1 if x = argmax p, else 0", "greedy rule: accept while the draft equals the target's argmax")
+
+
 def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
     """One 0–1 line per drafted token: the accept zone [0, min(1, p/q)] and the uniform draw u.
 
     u below the ratio = accept. Positions after the first rejection were never tested (grey).
     In greedy mode there is no coin: the zone is all (argmax match) or nothing, and no u is drawn.
+    The other rules (core.acceptance) have their own zones; typical acceptance plots p(x) against
+    its threshold instead.
     """
+    if trace.thresholds is not None:
+        return threshold_chart(trace, labels)
     k = trace.num_drafted
     rows = [f"{i + 1}. {name}" for i, name in enumerate(_names(trace.drafted_tokens, labels))]
     fig = go.Figure()
-    greedy = trace.uniforms is None
-    rule = "1 if x = argmax p, else 0" if greedy else "min(1, p/q)"
+    if trace.uniforms is not None:
+        zone = None  # speculative sampling: the ratio, and a coin
+    elif trace.target_draws is not None:
+        zone = ZONES["sample-compare"]
+    else:  # greedy mode (any rule), or the top-choice rule at any temperature: the same argmax test
+        zone = ZONES["top-choice"] if trace.rule == "top-choice" else GREEDY_ZONE
+    rule = zone[0] if zone else "min(1, p/q)"
     for i in range(k):
         # Accept zone [0, ratio) in green, reject zone [ratio, 1] in red; grey once never tested.
         tested = i < trace.num_tested
@@ -163,10 +183,31 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[0, 1.0], tickvals=[0, 0.25, 0.5, 0.75, 1], gridcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", type="category")
-    title = "greedy rule: accept while the draft equals the target's argmax" if trace.uniforms is None else (
-        "accept if u < min(1, p/q)"
-    )  # fmt: skip
+    if trace.target_draws is not None:
+        tested = range(trace.num_tested)
+        fig.add_scatter(y=[rows[i] for i in tested], x=[trace.accept_probs[i] for i in tested],
+                        mode="text", text=[f"y = {html.escape(labels.get(trace.target_draws[i], '?'))}"
+                                           for i in tested],  # fmt: skip
+                        textposition="middle right", showlegend=False, hoverinfo="skip")
+    title = zone[1] if zone else "accept if u < min(1, p/q)"
     return _layout(fig, title, height=90 + 42 * max(k, 1))
+
+
+def threshold_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
+    """Typical acceptance: per drafted token, p(x) against the bar min(ε, δ·exp(−H(p))); kept if above."""
+    k = trace.num_drafted
+    rows = [f"{i + 1}. {name}" for i, name in enumerate(_names(trace.drafted_tokens, labels))]
+    colors = [MUTED_COLOR if i >= trace.num_tested else ACCEPT_COLOR if i < trace.num_accepted
+              else REJECT_COLOR for i in range(k)]  # fmt: skip
+    fig = go.Figure()
+    fig.add_bar(y=rows, x=trace.target_token_probs[:k], orientation="h", marker_color=colors, opacity=0.5,
+                name="p(x)", hovertemplate="p(x) = %{x:.3f}<extra></extra>")
+    fig.add_scatter(y=rows, x=trace.thresholds[:k], mode="markers", name="threshold",
+                    marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": HIGHLIGHT_LINE}},
+                    hovertemplate="threshold %{x:.3f}<extra></extra>")  # fmt: skip
+    fig.update_xaxes(range=[0, 1.0], title_text="probability", gridcolor="#eeeeee")
+    fig.update_yaxes(autorange="reversed", type="category")
+    return _layout(fig, ZONES["typical"][1], height=110 + 42 * max(k, 1))
 
 
 # -- instructor pages: measured results -> figures --------------------------------------------
@@ -563,3 +604,54 @@ def calibration_chart(calibration: list[dict], count_guesses: list[dict]) -> go.
     fig.update_xaxes(title_text="true chance a draft survives", range=[-0.02, 1.02], gridcolor="#eeeeee")
     fig.update_yaxes(title_text="your answer", range=[-0.02, 1.02])
     return _layout(fig, "Calibration: your guesses against the true chances", height=300)
+
+
+# -- the rule on trial -------------------------------------------------------------------------
+
+RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compare": "#1e88e5",
+               "typical": "#ef6c00"}  # fmt: skip
+
+
+def rule_trial_chart(rows: list[dict], noise_floor: float) -> go.Figure:
+    """Acceptance against distance from the target, one point per rule (`rows`: rule, title,
+    lossless, alpha, tv), with the noise floor (two target-only halves) as a band: a lossless rule
+    sits on it, a lossy one to its right."""
+    fig = go.Figure()
+    fig.add_vrect(x0=0, x1=noise_floor, fillcolor="#9e9e9e", opacity=0.18, line_width=0,
+                  annotation_text="noise floor", annotation_position="top left")  # fmt: skip
+    for row in rows:
+        kind = "lossless" if row["lossless"] else "lossy"
+        fig.add_scatter(x=[row["tv"]], y=[row["alpha"]], mode="markers+text",
+                        name=f"{row['title']} ({kind})",
+                        marker={"size": 16, "color": RULE_COLORS.get(row["rule"], THEORY_COLOR),
+                                "symbol": "circle" if row["lossless"] else "x"},
+                        text=[html.escape(row["title"])], textposition="top center",
+                        hovertemplate="TV %{x:.3f}, acceptance %{y:.2f}<extra></extra>")  # fmt: skip
+    top = max([noise_floor, *(r["tv"] for r in rows)]) * 1.25 + 0.02
+    fig.update_xaxes(range=[0, top], title_text="TV distance from the target's first tokens")
+    fig.update_yaxes(range=[0, 1.08], title_text="acceptance α (drafts kept / tested)")
+    fig.update_layout(showlegend=False)
+    return _layout(fig, "Acceptance against distance: the lossless rules sit on the noise floor", height=380)
+
+
+def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
+    """The exact rule per prompt set over temperature (`rows`: temperature, category, alpha,
+    expected_alpha, speedup): acceptance measured (solid) and expected from Σ min(p, q) (dotted),
+    and the speed-up on a second axis."""
+    fig = go.Figure()
+    for number, category in enumerate(dict.fromkeys(r["category"] for r in rows)):
+        mine = sorted((r for r in rows if r["category"] == category), key=lambda r: r["temperature"])
+        color = LANE_COLORS[(number + 1) % len(LANE_COLORS)]
+        x = [r["temperature"] for r in mine]
+        fig.add_scatter(x=x, y=[r["alpha"] for r in mine], mode="lines+markers",
+                        name=f"{category}: α measured", line={"color": color})  # fmt: skip
+        fig.add_scatter(x=x, y=[r["expected_alpha"] for r in mine], mode="lines", line={"color": color,
+                        "dash": "dot"}, name=f"{category}: α expected, Σ min(p, q)")  # fmt: skip
+        fig.add_scatter(x=x, y=[r["speedup"] for r in mine], mode="lines+markers", yaxis="y2",
+                        line={"color": color, "dash": "dash"}, marker={"symbol": "diamond"},
+                        name=f"{category}: speed-up")  # fmt: skip
+    fig.update_layout(yaxis={"title": "acceptance α", "range": [0, 1.05]},
+                      yaxis2={"title": "speed-up (×)", "overlaying": "y", "side": "right",
+                              "rangemode": "tozero"},
+                      xaxis={"title": "temperature (0 = greedy)"})  # fmt: skip
+    return _layout(fig, "The exact rule at every temperature", height=380)

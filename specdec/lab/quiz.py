@@ -72,7 +72,14 @@ def reason(trace: RoundTrace, i: int, target_top: str | None = None) -> str:
         return f"never tested: draft {trace.num_accepted + 1} was rejected first, so this one was discarded"
     kept = i < trace.num_accepted
     q, p, ratio = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
-    if trace.uniforms is None:  # greedy: the argmax rule
+    if trace.thresholds is not None:  # typical acceptance: a bar, no coin
+        bar = trace.thresholds[i]
+        return (f"kept: p(x)={p:.2f} is above the bar {bar:.2f}" if kept
+                else f"rejected: p(x)={p:.2f} is not above the bar {bar:.2f}")  # fmt: skip
+    if trace.target_draws is not None:  # sample and compare: the target's own draw y
+        return (f"kept: the target drew this very token (chance p(x)={p:.2f})" if kept
+                else f"rejected: the target drew another token (x had chance p(x)={p:.2f})")  # fmt: skip
+    if trace.uniforms is None:  # greedy, or the top-choice rule: the argmax test
         if kept:
             return "kept: it is the target's most likely token (argmax of p)"
         top = f" ({target_top})" if target_top else ""

@@ -126,7 +126,8 @@ def _first_tokens(tokens: list[int], num_tokens: int) -> tuple[int, ...]:
     return tuple(tokens[:num_tokens])
 
 
-def _target_sample(models: RunModels, pair, prompt_ids, settings, num_tokens, lock) -> tuple[list[int], float]:
+def _target_sample(models: RunModels, pair, prompt_ids, settings, num_tokens,
+                   lock) -> tuple[list[int], float]:  # fmt: skip
     steps = target_only_steps(models.target, prompt_ids, settings.sampling,
                               torch.Generator().manual_seed(settings.seed),
                               num_tokens, pair.stop_token_ids)  # fmt: skip
@@ -248,7 +249,8 @@ def temperature_sweep(pair: ModelPair, prompt_sets: dict[str, list[str]], settin
             for index, prompt in enumerate(prompts):
                 prompt_ids = pair.encode_prompt(prompt, chat, at.max_new_tokens)
                 order = (True, False) if number % 2 == 0 else (False, True)
-                runs = {speculative: timed_run(pair, prompt_ids, at, speculative, lock) for speculative in order}
+                runs = {speculative: timed_run(pair, prompt_ids, at, speculative, lock)
+                        for speculative in order}  # fmt: skip
                 number += 1
                 traces = runs[True].traces
                 tested = sum(t.num_tested for t in traces)
@@ -272,10 +274,13 @@ def sweep_summary(rows: list[dict]) -> list[dict]:
     for key in dict.fromkeys((r["temperature"], r["category"]) for r in rows):
         mine = [r for r in rows if (r["temperature"], r["category"]) == key]
         tested = sum(r["tested"] for r in mine)
+
+        def pooled(key: str, rows=mine, tested=tested) -> float:
+            return sum(r[key] * r["tested"] for r in rows) / tested if tested else 0.0
+
         out.append({
             "temperature": key[0], "category": key[1], "prompts": len(mine),
-            "alpha": sum(r["alpha"] * r["tested"] for r in mine) / tested if tested else 0.0,
-            "expected_alpha": sum(r["expected_alpha"] * r["tested"] for r in mine) / tested if tested else 0.0,
+            "alpha": pooled("alpha"), "expected_alpha": pooled("expected_alpha"),
             "tokens_per_pass": median(r["tokens_per_pass"] for r in mine),
             "speedup": median(r["speedup"] for r in mine),
         })  # fmt: skip

@@ -1,0 +1,186 @@
+"""The rule on trial: four acceptance rules side by side, and the exact rule at every temperature."""
+
+from dataclasses import asdict, replace
+
+import streamlit as st
+
+from app_pages import ui
+from specdec.config import RULE_NAMES, SamplingConfig
+from specdec.core.acceptance import RULES
+from specdec.errors import SpecDecError
+from specdec.lab import charts, rules
+from specdec.models.pair import ModelPair
+
+DEFAULT_SAMPLES = 120  # with top-k 5: about 45 s on the 2-core machine (README)
+QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
+
+
+def intro() -> None:
+    st.title("The rule on trial")
+    st.markdown(
+        "Speculative decoding keeps drafts by the rejection-sampling rule, *not* by asking \"does the "
+        "top choice match\": a rule that preserves the target's own distribution. Here that rule stands "
+        "beside the rules people write instead. Each judges the same drafts; the lossless ones emit "
+        "exactly what the target alone would, the lossy ones trade that for acceptance."
+    )
+    st.table([{
+        "rule": rule.title,
+        "a draft x is kept if": rule.test,
+        "expected acceptance": rule.expected_formula,
+        "lossless": "yes" if rule.lossless else "⚠ no (lossy)",
+    } for rule in RULES.values()])  # fmt: skip
+    st.caption(
+        "p: the target's distribution, q: the draft's, both after the same temperature and top-k/top-p; "
+        "H(p): p's entropy. Typical acceptance uses Medusa's defaults (ε = 0.09, δ = 0.3) and, after a "
+        "miss, draws from p cut to its typical tokens, as Medusa does. At temperature 0 every rule is "
+        "the greedy rule."
+    )
+
+
+def trial_section(pair: ModelPair) -> None:
+    st.header("1 · The rules on one prompt")
+    prompt = st.session_state["prompt"]
+    st.markdown(
+        f"Many short samples of the sidebar's prompt (from *Round by round*) with drafter "
+        f"**{pair.drafter_name}**: each rule, and the target alone in two independent halves. The halves' "
+        "distance from each other is the **noise floor**: what sampling alone gives."
+    )
+    st.caption(f"Prompt: {prompt[:100]!r}")
+    cols = st.columns(4)
+    samples = int(cols[0].number_input("Samples of each kind", 10, 2000, DEFAULT_SAMPLES, step=10,
+                                       key="_rt_samples"))  # fmt: skip
+    num_tokens = int(cols[1].selectbox("Tokens compared", [1, 2], key="_rt_tokens"))
+    top_k = int(cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_rt_topk",
+                                     help="a small top-k keeps the outcomes few to count"))  # fmt: skip
+    temperature = float(cols[3].number_input("Temperature (this section)", 0.0, 2.0, 1.0,
+                                             step=0.1, key="_rt_temp"))  # fmt: skip
+    room = max(int(st.session_state["gamma"]), num_tokens) + 1  # one round: γ drafts and its own token
+    base, prompt_ids = ui.require_prompt(pair, prompt, new_tokens=room)
+    try:
+        settings = replace(base, sampling=SamplingConfig(temperature, top_k, base.sampling.top_p))
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
+    results = st.session_state["_rt_results"]
+    if ui.run_stop_buttons("Put the rules on trial", "b_rt_run", "b_rt_stop", "_rt_stop"):
+        try:
+            steps = rules.rule_trial(pair, prompt_ids, settings, samples, num_tokens)
+            ui.run_with_progress(
+                steps, samples, lambda trial: f"{trial.samples} of {samples} samples of each kind",
+                "_rt_stop",
+                lambda trials, done: results.__setitem__(key, (rules.trial_results(trials[-1]), done)),
+            )  # fmt: skip
+        except SpecDecError as error:
+            st.error(str(error), icon=":material/error:")
+            return
+    if key not in results:
+        st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
+                "of the target: about a minute at the default size).")  # fmt: skip
+        return
+    rows, finished = results[key]
+    if not rows:
+        st.warning("Stopped before the first samples were in.")
+        return
+    if not finished:
+        st.warning(f"Stopped after {rows[0].samples} samples of each kind: the numbers below are from those.")
+    show_trial([asdict(r) for r in rows], temperature)
+
+
+def show_trial(rows: list[dict], temperature: float) -> None:
+    floor = rows[0]["tv_noise_floor"]
+    st.dataframe([{
+        "rule": row["title"] + ("" if row["lossless"] else " ⚠ lossy"),
+        "acceptance α": round(row["alpha"], 3),
+        "α expected": round(row["expected_alpha"], 3),
+        "first draft kept": round(row["first_acceptance"], 3),
+        "expected there": round(row["first_expected"], 3),
+        "tokens / pass": round(row["tokens_per_pass"], 2),
+        "speed-up": f"{row['speedup']:.2f}×",
+        "TV from target": round(row["tv"], 3),
+        "TV / noise floor": round(row["tv"] / floor, 1) if floor else None,
+        "χ² p-value": f"{row['chi2_p']:.2g}",
+    } for row in rows], hide_index=True, width="stretch")  # fmt: skip
+    ui.chart(charts.rule_trial_chart(rows, floor))
+    caught = [r["title"] for r in rows if r["chi2_p"] < 1e-3]
+    st.markdown(
+        f"Noise floor (two target-only halves): TV **{floor:.3f}**. "
+        "*Expected* acceptance comes from p and q alone: at the first draft, where every sample has the "
+        "same p and q, Σ min(p, q) for speculative sampling, Σ p·q for sample-and-compare, q(argmax p) "
+        "for the top choice and Σ q over the typical tokens for Medusa's rule; α expected averages the "
+        "same quantity over every draft tested. Speed-up: these short samples' tokens per second over "
+        "the target alone's, on the same clock."
+    )
+    if temperature == 0:
+        st.info("At temperature 0 every rule is the greedy rule: all four give the target's greedy token.")
+    elif caught:
+        st.error(f"Caught in the act (χ² p < 0.001): {', '.join(caught)}. Their first tokens are not the "
+                 "target's, however high their acceptance.", icon=":material/gavel:")  # fmt: skip
+    else:
+        st.success("No rule is distinguishable from the target at this sample size (all χ² p ≥ 0.001); "
+                   "more samples, or a prompt where the draft and target disagree, show more.")  # fmt: skip
+
+
+def sweep_section(pair: ModelPair) -> None:
+    st.header("2 · The exact rule at every temperature")
+    st.markdown(
+        f"A classic wrong answer: \"{QUIZ_DISTRACTOR}\". Here is speculative sampling on the held-out "
+        f"code and prose prompts at T = {', '.join(f'{t:g}' for t in rules.SWEEP_TEMPERATURES)}, with the "
+        "target alone beside it, with the sidebar's other settings."
+    )
+    cols = st.columns(3)
+    per_set = int(cols[0].number_input("Prompts per set", 1, 6, 2, key="_rt_per_set"))
+    new_tokens = int(cols[1].number_input("New tokens per prompt", 8, 256, 48, key="_rt_sweep_tokens"))
+    chat = bool(st.session_state["chat"])
+    try:
+        settings = replace(ui.current_settings(), max_new_tokens=new_tokens)
+        prompt_sets = rules.sweep_prompt_sets(per_set=per_set)
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    total = per_set * len(prompt_sets) * len(rules.SWEEP_TEMPERATURES)
+    key = (pair.target.name, pair.drafter_name, settings, per_set, chat)
+    results = st.session_state["_rt_sweep"]
+    if ui.run_stop_buttons("Sweep the temperature", "b_rt_sweep", "b_rt_sweep_stop", "_rt_sweep_stop"):
+        try:
+            ui.run_with_progress(
+                rules.temperature_sweep(pair, prompt_sets, settings, chat), total,
+                lambda row: f"T = {row['temperature']:g}, {row['category']} prompt {row['prompt']}",
+                "_rt_sweep_stop", lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
+            )  # fmt: skip
+        except SpecDecError as error:
+            st.error(str(error), icon=":material/error:")
+            return
+    if key not in results:
+        st.info(f"Press **Sweep the temperature** ({total} prompt runs, each speculative and target-only).")
+        return
+    rows, finished = results[key]
+    if not finished:
+        st.warning(f"Stopped after {len(rows)} of {total} prompt runs.")
+    summary = rules.sweep_summary(rows)
+    st.dataframe([{
+        "T": row["temperature"], "set": row["category"], "prompts": row["prompts"],
+        "α measured": round(row["alpha"], 3), "α expected (Σ min(p, q))": round(row["expected_alpha"], 3),
+        "tokens / pass": round(row["tokens_per_pass"], 2), "speed-up": f"{row['speedup']:.2f}×",
+    } for row in summary], hide_index=True, width="stretch")  # fmt: skip
+    ui.chart(charts.temperature_sweep_chart(summary))
+    hot = [r for r in summary if r["temperature"] > 0]
+    if hot:
+        low = min(hot, key=lambda r: r["speedup"])
+        st.markdown(
+            f"Above temperature 0 the exact rule still accepts drafts and still speeds things up: its "
+            f"lowest speed-up here is **{low['speedup']:.2f}×** ({low['category']}, "
+            f"T = {low['temperature']:g}). "
+            "Acceptance moves with the temperature because p and q change shape with it, and the "
+            "overlap Σ min(p, q) predicts where it goes; nothing in the rule needs T = 0, and it is exact "
+            "at every temperature."
+        )
+
+
+ui.init_state()
+st.session_state.setdefault("_rt_results", {})
+st.session_state.setdefault("_rt_sweep", {})
+intro()
+pair = ui.require_pair()
+trial_section(pair)
+sweep_section(pair)
