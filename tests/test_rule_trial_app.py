@@ -8,8 +8,8 @@ from specdec.config import RULE_NAMES, SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, 
 
 PAGE, ROUNDS = "app_pages/rule_trial.py", "app_pages/rounds.py"
 # Stage 3's own test, as each rule's lines read it (above temperature 0).
-TEST_WORDS = {SPECULATIVE: "min(1, p/q)=", TOP_CHOICE: "the target's argmax", SAMPLE_COMPARE: "the target drew y",
-              TYPICAL: "threshold"}  # fmt: skip
+TEST_WORDS = {SPECULATIVE: "min(1, p/q)=", TOP_CHOICE: "the target's argmax",
+              SAMPLE_COMPARE: "the target drew y", TYPICAL: "threshold"}  # fmt: skip
 
 
 def markdown(at: AppTest) -> str:
@@ -29,8 +29,10 @@ def test_trial_runs_each_rule_and_marks_the_lossy_ones(tiny_pair_dirs):
     assert_clean(at)
     assert not errors(at)
     rows = at.dataframe[0].value.to_dict("records")
-    assert [r["rule"] for r in rows] == ["speculative sampling", "the top choice matches ⚠ lossy",
-                                         "sample and compare", "typical acceptance (Medusa) ⚠ lossy"]  # fmt: skip
+    assert [r["rule"] for r in rows] == [
+        "speculative sampling", "the top choice matches ⚠ lossy",
+        "sample and compare", "typical acceptance (Medusa) ⚠ lossy",
+    ]  # fmt: skip
     assert all(0 <= r["acceptance α"] <= 1 and 0 <= r["TV from target"] <= 1 for r in rows)
     assert len(at.get("plotly_chart")) == 1
     assert "Noise floor (two target-only halves): TV" in markdown(at)

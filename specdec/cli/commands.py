@@ -147,6 +147,11 @@ def run_rules(args: argparse.Namespace) -> None:
     """Each rule against the target alone, at each temperature: one JSON object (or table row) each."""
     from specdec.lab.rules import rule_trial, trial_results
 
+    if args.sweep:
+        run_sweep(args)
+        return
+    if not args.prompt:
+        raise SpecDecError("rules needs --prompt (or --sweep)")
     settings = settings_from_args(args)
     trials = [replace(settings, sampling=replace(settings.sampling, temperature=t))
               for t in _temperatures(args)]  # fmt: skip
@@ -171,3 +176,31 @@ def run_rules(args: argparse.Namespace) -> None:
                 print(f"{row['rule']:16} {'yes' if row['lossless'] else 'NO':>8} {row['temperature']:>5.2f} "
                       f"{row['alpha']:>6.3f} {row['tokens_per_pass']:>8.2f} {row['speedup']:>7.2f}x "
                       f"{row['tv']:>6.3f} {row['tv_noise_floor']:>6.3f} {row['chi2_p']:>8.2g}")  # fmt: skip
+
+
+def run_sweep(args: argparse.Namespace) -> None:
+    """The exact rule on the held-out code and prose sets at each temperature: one row per set and T."""
+    from specdec.lab.rules import SWEEP_TEMPERATURES, sweep_prompt_sets, sweep_summary, temperature_sweep
+
+    if args.per_set < 1 or args.new_tokens < 1:
+        raise SpecDecError("per-set and new-tokens must be at least 1")
+    settings = replace(settings_from_args(args), max_new_tokens=args.new_tokens)
+    temperatures = _temperatures(args) if args.temperatures else list(SWEEP_TEMPERATURES)
+    for temperature in temperatures:
+        replace(settings.sampling, temperature=temperature)  # checks each before any model loads
+    pair = load_pair(args)
+    prompt_sets = sweep_prompt_sets(per_set=args.per_set)
+    total = len(temperatures) * sum(len(prompts) for prompts in prompt_sets.values())
+    with tqdm(total=total, unit="prompt", file=sys.stderr, disable=args.json or None,
+              leave=False) as progress:  # fmt: skip
+        rows = []
+        for row in temperature_sweep(pair, prompt_sets, settings, args.chat, temperatures):
+            rows.append(row)
+            progress.update(1)
+    for row in sweep_summary(rows):
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"T={row['temperature']:<4g} {row['category']:6} alpha {row['alpha']:.3f} (expected "
+                  f"{row['expected_alpha']:.3f}), {row['tokens_per_pass']:.2f} tokens/pass, "
+                  f"speed-up {row['speedup']:.2f}x over {row['prompts']} prompts")  # fmt: skip

@@ -60,14 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
     rules = commands.add_parser("rules", help="the four acceptance rules sampled side by side on one prompt")
-    rules.add_argument("--prompt", required=True)
+    rules.add_argument("--prompt", help="the prompt the rules are tried on (not with --sweep)")
     _add_model_arguments(rules)
     _add_run_arguments(rules, chat_default=True, exclude=("rule", "max_new_tokens"))
     rules.add_argument("--samples", type=int, default=120,
                        help="short samples of each rule and of each target-only half (default 120)")
     rules.add_argument("--tokens", type=int, default=1, help="first tokens compared per sample, 1 to 4")
     rules.add_argument("--temperatures", help="comma-separated, e.g. 0,0.5,1: one trial each "
-                       "(default: --temperature alone)")
+                       "(default: --temperature alone; with --sweep: 0,0.3,0.6,1,1.5)")
+    rules.add_argument("--sweep", action="store_true", help="instead: the exact rule on the held-out code "
+                       "and prose prompt sets at each temperature, one row per set and temperature")
+    rules.add_argument("--per-set", type=int, default=6, help="with --sweep: prompts per set (default all 6)")
+    rules.add_argument("--new-tokens", type=int, default=48,
+                       help="with --sweep: tokens per prompt (default 48)")
 
     train = commands.add_parser("train-draft", help="distil a draft model from the bundled target")
     train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),

@@ -1,0 +1,104 @@
+"""The rules sampled: each emits what its exact law says; the lossless ones match the target, the
+lossy ones are caught. Toy distributions first, then the tiny pair through the whole round loop.
+
+Seeds are fixed, so every test is deterministic; thresholds as in test_acceptance_statistical.
+"""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from test_acceptance_rules import P, Q, first_token_law
+from tiny_models import perturbed_copy, tiny_model, tiny_tokenizer
+
+from specdec.config import (
+    RULE_NAMES,
+    SAMPLE_COMPARE,
+    SPECULATIVE,
+    TOP_CHOICE,
+    TYPICAL,
+    SamplingConfig,
+    Settings,
+)
+from specdec.core.acceptance import RULES
+from specdec.lab.rules import rule_trial, trial_results
+from specdec.models.pair import ModelPair
+from specdec.models.runs import generate
+
+ROUNDS = 4000
+P_VALUE_FLOOR = 1e-3
+LOSSLESS, LOSSY = (SPECULATIVE, SAMPLE_COMPARE), (TOP_CHOICE, TYPICAL)
+
+
+def sampled_first_tokens(rule, target_probs, draft_probs, gamma=3, seed=0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(target_probs.shape[0])
+    for _ in range(ROUNDS):
+        drafted = torch.multinomial(draft_probs, gamma, replacement=True, generator=generator)
+        verdict = rule.accept(drafted, draft_probs.repeat(gamma, 1), target_probs.repeat(gamma + 1, 1),
+                              generator)  # fmt: skip
+        counts[int(drafted[0]) if verdict.num_accepted else verdict.next_token] += 1
+    return counts
+
+
+def goodness_of_fit(counts: torch.Tensor, law: torch.Tensor) -> float:
+    counts, law = counts.double(), law.double()
+    support = law > 1e-12
+    if counts[~support].sum() > 0:
+        return 0.0  # a token the law never emits
+    expected = law[support] / law[support].sum() * counts.sum()
+    return chisquare(counts[support].numpy(), expected.numpy()).pvalue
+
+
+@pytest.mark.parametrize("name", RULE_NAMES)
+def test_each_rule_emits_its_own_exact_law(name):
+    rule = RULES[name]
+    counts = sampled_first_tokens(rule, P.float(), Q.float())
+    assert goodness_of_fit(counts, first_token_law(rule, P, Q)) > P_VALUE_FLOOR
+    if name in LOSSY:  # and that law is not p: the same test catches them against the target
+        assert goodness_of_fit(counts, P) < P_VALUE_FLOOR
+    else:
+        assert goodness_of_fit(counts, P) > P_VALUE_FLOOR
+
+
+@pytest.fixture(scope="module")
+def close_pair(tmp_path_factory):
+    """The tiny target and a draft that is its noisy copy (it agrees often, not always)."""
+    root = tmp_path_factory.mktemp("close-pair")
+    tokenizer = tiny_tokenizer()
+    target = tiny_model(len(tokenizer), seed=0)
+    for name, model in (("target", target), ("draft", perturbed_copy(target, 0.3, seed=5))):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return ModelPair.load(str(root / "target"), str(root / "draft"))
+
+
+@pytest.mark.slow
+def test_the_trial_catches_the_lossy_rules_with_the_tiny_pair(close_pair):
+    # At T = 2 with top-k 5 this prompt's first token has a moderate argmax the draft often proposes.
+    settings = Settings(gamma=3, sampling=SamplingConfig(2.0, 5, 1.0))
+    prompt_ids = close_pair.encode_prompt("The quick brown", False, 8)
+    trial = list(rule_trial(close_pair, prompt_ids, settings, num_samples=300))[-1]
+    results = {r.rule: r for r in trial_results(trial)}
+    assert set(results) == set(RULE_NAMES) and all(r.samples == 300 for r in results.values())
+    for name in LOSSLESS:
+        assert results[name].chi2_p > P_VALUE_FLOOR, name
+    for name in LOSSY:
+        assert results[name].chi2_p < P_VALUE_FLOOR, name
+        assert results[name].tv > 2 * results[name].tv_noise_floor, name
+    for r in results.values():  # the first draft is kept as often as p and q say (4 standard errors)
+        spread = 4 * (r.first_expected * (1 - r.first_expected) / r.samples) ** 0.5 + 0.01
+        assert abs(r.first_acceptance - r.first_expected) < spread, r.rule
+    # The ratio rule keeps more than sample-and-compare: Σ min(p, q) >= Σ p·q.
+    assert results[SPECULATIVE].first_expected > results[SAMPLE_COMPARE].first_expected
+
+
+@pytest.mark.parametrize("name", RULE_NAMES)
+def test_at_temperature_zero_every_rule_is_plain_greedy(close_pair, name):
+    prompt_ids = close_pair.encode_prompt("The quick brown", False, 16)
+    settings = Settings(gamma=3, sampling=SamplingConfig(0.0), max_new_tokens=16, rule=name)
+    speculative = generate(close_pair, prompt_ids, settings, detail=False)
+    plain = generate(close_pair, prompt_ids, replace(settings, rule=SPECULATIVE), speculative=False)
+    assert speculative.token_ids == plain.token_ids
+    assert all(r.rule == name for r in speculative.rounds)
