@@ -43,13 +43,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str], timeout: float = 90.0):
-    """Run the app on a free localhost port; always stop it (its whole process group)."""
+def streamlit_server(env: dict[str, str], timeout: float = 90.0, start_script: bool = False):
+    """Run the app on a free localhost port; always stop it (its whole process group).
+
+    `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
     port = free_port()
-    streamlit = Path(sys.executable).parent / "streamlit"
-    command = [str(streamlit), "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]  # fmt: skip
+    options = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    if start_script:
+        command = ["./start.sh", *options]
+    else:
+        streamlit = Path(sys.executable).parent / "streamlit"
+        command = [str(streamlit), "run", "app.py", "--server.headless", "true",
+                   "--browser.gatherUsageStats", "false", *options]  # fmt: skip
     log = open(ARTIFACTS / "server.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

@@ -181,6 +181,7 @@ def test_first_token_is_exactly_the_targets_over_every_draft_and_coin(tiny_targe
     torch.testing.assert_close(emitted_distribution(p, q), p, atol=1e-12, rtol=0)
 
 
+@pytest.mark.slow  # thousands of sampled runs, ~8 s; the fast loop keeps the exact enumerations
 @pytest.mark.parametrize("threshold", [None, 0.35], ids=["fixed", "adaptive 0.35"])
 def test_short_continuations_with_the_head_match_the_target_distribution(tiny_target, tiny_head, vocab,
                                                                           threshold):

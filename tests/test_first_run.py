@@ -114,6 +114,7 @@ def test_cli_missing_package_is_one_line_and_status_2(empty_cache, without_accel
     assert err.count("\n") == 1 and err.startswith("error: ") and "accelerate" in err
 
 
+@pytest.mark.slow  # a fresh Python process importing torch and transformers, ~3 s
 def test_cli_in_a_real_process_without_the_package_prints_no_traceback(tmp_path):
     """The whole program, as a user runs it, with `accelerate` hidden from import."""
     code = ("import sys; sys.modules['accelerate'] = None; from specdec.cli.main import main; "

@@ -145,6 +145,7 @@ def exact_target_law(target_model, vocab, prompt, warp, length):
     return law
 
 
+@pytest.mark.slow  # thousands of sampled runs, ~8 s; the fast loop keeps the exact enumerations
 @pytest.mark.parametrize(("reduced_head", "threshold"),
                          [(False, None), (True, None), (False, 0.5), (False, 0.8)],
                          ids=["full head", "reduced head", "adaptive 0.5", "adaptive 0.8"])
@@ -305,6 +306,7 @@ def test_lookup_then_model_copies_when_it_can_and_stays_exact(tiny_target, tiny_
     assert drafter.cache_length <= target.cache_length + 1
 
 
+@pytest.mark.slow  # thousands of sampled runs, ~8 s; the fast loop keeps the exact enumerations
 def test_lookup_then_model_keeps_the_target_distribution(tiny_target, tiny_draft, vocab):
     warp = SamplingConfig(temperature=1.0, top_k=3)
     prompt = [*PROMPT[:3], *PROMPT[:2]]  # the last two tokens occurred before: the lookup proposes
