@@ -42,8 +42,9 @@ def trial_section(pair: ModelPair) -> None:
     prompt = st.session_state["prompt"]
     st.markdown(
         f"Many short samples of the sidebar's prompt (from *Round by round*) with drafter "
-        f"**{pair.drafter_name}**: each rule, and the target alone in two independent halves. The halves' "
-        "distance from each other is the **noise floor**: what sampling alone gives."
+        f"**{pair.drafter_name}**: each rule, and the target alone in two independent halves. How far "
+        "apart the halves fall (TV, averaged over re-splits of their outcomes) is the **noise floor**: "
+        "what sampling alone gives."
     )
     st.caption(f"Prompt: {prompt[:100]!r}")
     cols = st.columns(4)
@@ -69,7 +70,7 @@ def trial_section(pair: ModelPair) -> None:
             ui.run_with_progress(
                 steps, samples, lambda trial: f"{trial.samples} of {samples} samples of each kind",
                 "_rt_stop",
-                lambda trials, done: results.__setitem__(key, (rules.trial_results(trials[-1]), done)),
+                lambda trials, done: results.__setitem__(key, (trials[-1], done)),
             )  # fmt: skip
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
@@ -78,12 +79,10 @@ def trial_section(pair: ModelPair) -> None:
         st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
                 "of the target: about a minute at the default size).")  # fmt: skip
         return
-    rows, finished = results[key]
-    if not rows:
-        st.warning("Stopped before the first samples were in.")
-        return
+    trial, finished = results[key]
+    rows = rules.trial_results(trial)
     if not finished:
-        st.warning(f"Stopped after {rows[0].samples} samples of each kind: the numbers below are from those.")
+        st.warning(f"Stopped after {trial.samples} samples of each kind: the numbers below are from those.")
     show_trial([asdict(r) for r in rows], temperature)
 
 

@@ -4,6 +4,7 @@ lossy ones are caught. Toy distributions first, then the tiny pair through the w
 Seeds are fixed, so every test is deterministic; thresholds as in test_acceptance_statistical.
 """
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -23,6 +24,7 @@ from specdec.config import (
 )
 from specdec.core.acceptance import RULES
 from specdec.lab.rules import rule_trial, trial_results
+from specdec.lab.stats import tv_noise_floor
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 
@@ -102,3 +104,13 @@ def test_at_temperature_zero_every_rule_is_plain_greedy(close_pair, name):
     plain = generate(close_pair, prompt_ids, replace(settings, rule=SPECULATIVE), speculative=False)
     assert speculative.token_ids == plain.token_ids
     assert all(r.rule == name for r in speculative.rounds)
+
+
+def test_the_noise_floor_is_what_two_samples_of_one_distribution_differ_by():
+    # A fair coin, 100 tosses twice: E[TV] = E|share of heads a − b| = sqrt(2·0.25/100)·sqrt(2/π) ≈ 0.056.
+    halves = Counter(heads=50, tails=50), Counter(heads=47, tails=53)
+    floor = tv_noise_floor(*halves)
+    assert floor == tv_noise_floor(*halves)  # its own seed: the same counts, the same floor
+    assert 0.045 < floor < 0.07
+    # Two samples that share nothing are far apart (TV 1), but re-split they look alike.
+    assert tv_noise_floor(Counter(a=60), Counter(b=60)) < 0.15

@@ -2,7 +2,8 @@
 exact rule's acceptance over a range of temperatures. No Streamlit here.
 
 A trial draws many short samples of each kind, each with its own seed: the target alone (twice, in
-two independent halves, whose distance from each other is the noise floor) and each rule. The
+two independent halves: how far apart they fall, over re-splits of their outcomes, is the noise
+floor) and each rule. The
 prompt is read once; after every sample both caches roll back to it. A speculative sample is its
 first round (and more only if that emitted fewer than the tokens compared), so each sample tests the
 drafts at the same first position, where the rule's expected acceptance is one number.
@@ -23,7 +24,7 @@ from specdec.core.acceptance import RULES
 from specdec.core.rounds import target_only_steps
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK, locked_steps
-from specdec.lab.stats import chi_square_two_sample, tv_distance
+from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_floor
 from specdec.lab.timing import timed_run
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
@@ -113,7 +114,8 @@ class RuleResult:
     tokens_per_pass: float
     speedup: float  # its tokens/s over the target alone's, on the same clock
     tv: float  # its first tokens' distance from the target's (first half)
-    tv_noise_floor: float  # the two target halves' distance: what sampling alone gives
+    # What sampling alone gives: the target halves' TV, averaged over re-splits of their outcomes
+    tv_noise_floor: float
     chi2_p: float  # χ² test of its first tokens against the target's first half
 
     def to_json(self) -> dict:
@@ -205,7 +207,7 @@ def trial_results(trial: Trial) -> list[RuleResult]:
     first_half, second_half = trial.target.halves
     if not sum(first_half.values()) or not sum(second_half.values()):
         return []
-    floor = tv_distance(first_half, second_half)
+    floor = tv_noise_floor(first_half, second_half)
     plain = trial.target.tokens_per_second
     results = []
     for tally in trial.rules.values():

@@ -7,6 +7,8 @@ as counts {outcome: how many times it was drawn}. No SciPy: the chi-square tail 
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +31,21 @@ def tv_distance(counts_a: Counts, counts_b: Counts) -> float:
     total_a, total_b = _total(counts_a, "A"), _total(counts_b, "B")
     outcomes = set(counts_a) | set(counts_b)
     return 0.5 * sum(abs(counts_a.get(x, 0) / total_a - counts_b.get(x, 0) / total_b) for x in outcomes)
+
+
+def tv_noise_floor(counts_a: Counts, counts_b: Counts, splits: int = 100, seed: int = 0) -> float:
+    """The TV distance two samples of these sizes from one distribution show by chance alone, from two
+    samples of that one distribution: the mean TV over `splits` random re-splits of their pooled outcomes
+    into groups of the same two sizes (a permutation estimate; one split alone varies by half its value).
+    """
+    total_a, total_b = _total(counts_a, "A"), _total(counts_b, "B")
+    pooled = [x for counts in (counts_a, counts_b) for x, count in counts.items() for _ in range(count)]
+    shuffler = random.Random(seed)  # its own generator: the same counts give the same floor
+    distances = []
+    for _ in range(splits):
+        shuffler.shuffle(pooled)
+        distances.append(tv_distance(Counter(pooled[:total_a]), Counter(pooled[total_a:])))
+    return sum(distances) / len(distances) if total_b else 0.0
 
 
 def chi_square_sf(statistic: float, dof: int) -> float:

@@ -1,0 +1,75 @@
+"""The rule on trial and the round view under each rule, in a real browser with the bundled pair:
+the page's default trial (its wall time and what it caught go to test-artifacts/), a small
+temperature sweep, and stage 3 of a round under each rule, with screenshots.
+
+    .venv/bin/python -m pytest tests/test_browser_rules.py -x -q     (about 2-3 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlencode
+
+import pytest
+from test_browser import ARTIFACTS, CHROMIUM, browser_page, show_stage, step, streamlit_server, wait_idle
+from test_browser_instructor import click_and_wait, set_number, shot
+
+from specdec.paths import BUNDLED_TARGET
+
+pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.slow,  # the bundled models in a real server and a real browser
+    pytest.mark.skipif(not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"),
+]
+
+NUMBERS = ARTIFACTS / "rule-trial-numbers.json"
+# Stage 3's opening words under each rule (temperature 1).
+RULE_TESTS = {
+    "speculative": "keep x if u < min(1, p(x)/q(x))",
+    "top-choice": "The top choice matches (lossy)",
+    "sample-compare": "Sample and compare (exact)",
+    "typical": "Typical acceptance (Medusa, lossy)",
+}
+
+
+def test_rule_trial_page_and_each_rule_in_the_round_view():
+    ARTIFACTS.mkdir(exist_ok=True)
+    env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_CHAT": "1", "OMP_NUM_THREADS": "1"}
+    numbers: dict[str, object] = {}
+    with streamlit_server(env, timeout=180) as base, browser_page(height=2600) as page:
+        # 1. The page's default trial: the sidebar's first ready prompt, 120 samples, top-k 5, T = 1.
+        page.goto(f"{base}/rule-trial")
+        page.locator('[data-testid="stMainBlockContainer"] h1').first.wait_for()
+        wait_idle(page)
+        started = time.monotonic()
+        click_and_wait(page, "Put the rules on trial", "Noise floor (two target-only halves)")
+        numbers["default_trial_seconds"] = round(time.monotonic() - started, 1)
+        text = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
+        floor = [line for line in text.splitlines() if line.startswith("Noise floor")]
+        numbers["noise_floor_line"] = floor[0] if floor else None
+        caught = page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+        numbers["caught"] = caught
+        assert any("the top choice matches" in c for c in caught)  # the lossy argmax rule, caught
+        assert not any("sample and compare" in c or "speculative sampling" in c for c in caught)
+        shot(page, "rule-trial")
+
+        # 2. A small temperature sweep: one prompt per set, 8 tokens.
+        set_number(page, "Prompts per set", 1)
+        set_number(page, "New tokens per prompt", 8)
+        click_and_wait(page, "Sweep the temperature", "lowest speed-up here is")
+        shot(page, "rule-trial-sweep")
+
+        # 3. The round view under each rule: stage 3 shows that rule's test; lossy rules are marked.
+        for rule, words in RULE_TESTS.items():
+            params = {"rule": rule, "temperature": "1", "gamma": "4", "seed": "0"}
+            page.goto(f"{base}/rounds?{urlencode(params)}")
+            page.get_by_role("button", name="Step ▶|").wait_for()
+            wait_idle(page)
+            step(page)
+            show_stage(page, "3 · Accept?")
+            page.get_by_text(words).first.wait_for()
+            lossy = page.get_by_text("Lossy rule").count() > 0
+            assert lossy == (rule in ("top-choice", "typical")), rule
+            shot(page, f"rounds-rule-{rule}")
+    NUMBERS.write_text(json.dumps(numbers, indent=2) + "\n", encoding="utf-8")
