@@ -425,7 +425,8 @@ def _stage_correct(trace, labels) -> None:
         text, name = REPLACEMENTS[trace.rule]
         how = f"the target's argmax {code(nxt)} replaces it" if greedy else text.format(nxt=code(nxt))
         st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {how}. Drafts after it are discarded.")
-        title = f"position {j + 1}: p, q and the residual; drawn: {nxt}"
+        drawn_from = "the residual" if greedy or trace.rule == SPECULATIVE else name
+        title = f"position {j + 1}: p, q and {drawn_from}; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
             trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))  # fmt: skip
     ui.chart(fig, key=f"_c4_{trace.index}")

@@ -12,7 +12,16 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, show_stage, step, streamlit_server, wait_idle
+from test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    browser_page,
+    set_animation,
+    show_stage,
+    step,
+    streamlit_server,
+    wait_idle,
+)
 from test_browser_instructor import click_and_wait, set_number, shot
 
 from specdec.paths import BUNDLED_TARGET
@@ -66,6 +75,7 @@ def test_rule_trial_page_and_each_rule_in_the_round_view():
             page.goto(f"{base}/rounds?{urlencode(params)}")
             page.get_by_role("button", name="Step ▶|").wait_for()
             wait_idle(page)
+            set_animation(page, False)  # stage 3 stays shown (animated, the stages play on)
             step(page)
             show_stage(page, "3 · Accept?")
             page.get_by_text(words).first.wait_for()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from specdec.core.metrics import SpeedupTheory, expected_speedup
 from specdec.core.records import RoundTrace, ShownDistribution
@@ -638,20 +639,23 @@ def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
     """The exact rule per prompt set over temperature (`rows`: temperature, category, alpha,
     expected_alpha, speedup): acceptance measured (solid) and expected from Σ min(p, q) (dotted),
     and the speed-up on a second axis."""
-    fig = go.Figure()
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("acceptance α", "speed-up over the target alone"))
     for number, category in enumerate(dict.fromkeys(r["category"] for r in rows)):
         mine = sorted((r for r in rows if r["category"] == category), key=lambda r: r["temperature"])
         color = LANE_COLORS[(number + 1) % len(LANE_COLORS)]
         x = [r["temperature"] for r in mine]
-        fig.add_scatter(x=x, y=[r["alpha"] for r in mine], mode="lines+markers",
-                        name=f"{category}: α measured", line={"color": color})  # fmt: skip
-        fig.add_scatter(x=x, y=[r["expected_alpha"] for r in mine], mode="lines", line={"color": color,
-                        "dash": "dot"}, name=f"{category}: α expected, Σ min(p, q)")  # fmt: skip
-        fig.add_scatter(x=x, y=[r["speedup"] for r in mine], mode="lines+markers", yaxis="y2",
-                        line={"color": color, "dash": "dash"}, marker={"symbol": "diamond"},
+        fig.add_scatter(x=x, y=[r["alpha"] for r in mine], mode="lines+markers", row=1, col=1,
+                        name=f"{category}: measured", line={"color": color})  # fmt: skip
+        fig.add_scatter(x=x, y=[r["expected_alpha"] for r in mine], mode="lines", row=1, col=1,
+                        line={"color": color, "dash": "dot"}, name=f"{category}: Σ min(p, q)")  # fmt: skip
+        fig.add_scatter(x=x, y=[r["speedup"] for r in mine], mode="lines+markers", row=1, col=2,
+                        line={"color": color}, marker={"symbol": "diamond"},
                         name=f"{category}: speed-up")  # fmt: skip
-    fig.update_layout(yaxis={"title": "acceptance α", "range": [0, 1.05]},
-                      yaxis2={"title": "speed-up (×)", "overlaying": "y", "side": "right",
-                              "rangemode": "tozero"},
-                      xaxis={"title": "temperature (0 = greedy)"})  # fmt: skip
-    return _layout(fig, "The exact rule at every temperature", height=380)
+    fig.add_hline(y=1.0, line_dash="dash", line_color=PLAIN_COLOR, row=1, col=2)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text="temperature (0 = greedy)")
+    fig = _layout(fig, "The exact rule at every temperature", height=440)
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"},
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10})  # fmt: skip
+    return fig
