@@ -267,3 +267,69 @@ def format_bench_table(report: dict) -> str:
         "measured (the rounds' verify time / one plain step; on a CPU v > 1)."
     )
     return "\n".join(lines)
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """"1,2,4,8,16" -> [1, 2, 4, 8, 16]; SpecDecError on anything else."""
+    try:
+        sizes = [int(word) for word in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(size < 1 for size in sizes) or len(set(sizes)) < len(sizes):
+        raise SpecDecError(f"batch-sizes must be distinct whole numbers >= 1 separated by commas, got {text!r}")
+    return sizes
+
+
+def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings: Settings, chat: bool,
+                    batch_sizes: list[int], log: TextIO | None = None) -> dict:
+    """Each set decoded in batches of each B, target-only and speculative with the pair's drafter
+    (lab.batching): total and per-row tokens/s, their ratio, and one target pass's cost per row.
+    At B = 1 the single-sequence loop runs on the same rows too (`single_sequence`)."""
+    from specdec.lab.batching import batch_sweep
+
+    if pair.head is not None:
+        raise SpecDecError("bench --batch-sizes drafts with n-gram lookup or a draft model, not a feature head")
+    report = {
+        "target": pair.target.describe(),
+        "drafter": _describe_drafter(pair),
+        "gamma": settings.gamma, "adaptive": settings.adaptive, "draft_threshold": settings.draft_threshold,
+        "temperature": settings.sampling.temperature, "top_k": settings.sampling.top_k,
+        "top_p": settings.sampling.top_p, "max_new_tokens": settings.max_new_tokens, "chat": chat,
+        "sets": {},
+    }  # fmt: skip
+    for set_name, prompts in prompt_sets.items():
+        prompt_ids = [pair.encode_prompt(prompt, chat, settings.max_new_tokens) for prompt in prompts]
+        entry = {"prompts": len(prompts), "batch_sizes": {}}
+        for point in batch_sweep(pair, prompt_ids, settings, batch_sizes, single=True):
+            entry["batch_sizes"][str(point.batch_size)] = point.bench_fields()
+            if point.single_sequence_seconds is not None:
+                entry["single_sequence"] = {
+                    "speculative_tokens_per_second": _rate(point.speculative_tokens,
+                                                           point.single_sequence_seconds),
+                    "batched_over_single": _rate(point.single_sequence_seconds, point.speculative_seconds),
+                }  # fmt: skip
+            if log:
+                print(f"  {set_name}: B={point.batch_size} done ({point.rows} rows)", file=log)
+        report["sets"][set_name] = entry
+    return report
+
+
+def format_batch_table(report: dict) -> str:
+    lines = [f"target: {report['target']}", f"drafter: {report['drafter']}",
+             f"gamma={report['gamma']} adaptive={report['adaptive']} temperature={report['temperature']} "
+             f"max_new_tokens={report['max_new_tokens']} chat={report['chat']}", "",
+             f"{'set':<11} {'B':>3} {'target tok/s':>12} {'spec tok/s':>10} {'ratio':>6} "
+             f"{'per row tok/s':>13} {'pass ms/row':>11}"]  # fmt: skip
+    for name, entry in report["sets"].items():
+        for position, (size, row) in enumerate(entry["batch_sizes"].items()):
+            lines.append(f"{name if position == 0 else '':<11} {size:>3} "
+                         f"{row['target_only_tokens_per_second']:>12.1f} "
+                         f"{row['speculative_tokens_per_second']:>10.1f} {row['ratio']:>5.2f}x "
+                         f"{row['per_row_tokens_per_second']:>13.1f} {row['pass_seconds_per_row'] * 1000:>11.1f}")
+        single = entry.get("single_sequence")
+        if single:
+            lines.append(f"{'':<11} the single-sequence loop at B=1: {single['speculative_tokens_per_second']:.1f}"
+                         f" tok/s; the batched loop at B=1 runs at {single['batched_over_single']:.2f}x it")
+    lines.append("tok/s: all rows together; ratio: speculative over target-only; per row: speculative tok/s "
+                 "/ B; pass ms/row: one target-only pass over B rows / B.")
+    return "\n".join(lines)

@@ -11,13 +11,20 @@ import torch
 from tqdm import tqdm
 
 from specdec.cli.arguments import config_from_args, settings_from_args
-from specdec.cli.bench import format_bench_table, load_prompt_sets, run_bench_sets
+from specdec.cli.bench import (
+    format_batch_table,
+    format_bench_table,
+    load_prompt_sets,
+    parse_batch_sizes,
+    run_batch_bench,
+    run_bench_sets,
+)
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.lab.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
-from specdec.paths import BUNDLED_TARGET
+from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
@@ -76,8 +83,45 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
                 print(engine_line, file=sys.stderr)
 
 
+def run_generate_batch(args: argparse.Namespace, prompts: list[str]) -> None:
+    """generate --batch: every prompt in one batch (core.batch_rounds); each row samples with seed
+    --seed, so a row's output is what generate gives that prompt alone."""
+    from specdec.models.batch_runs import batch_generate
+
+    if args.num_samples != 1:
+        raise SpecDecError("--batch decodes one sample per prompt: leave out --num-samples")
+    settings = settings_from_args(args)
+    pair = load_pair(args)
+    prompt_ids = [pair.encode_prompt(prompt, args.chat, settings.max_new_tokens) for prompt in prompts]
+    if not args.json:
+        describe_pair(pair)
+    total = settings.max_new_tokens * len(prompts)
+    with tqdm(total=total, unit="tok", file=sys.stderr, disable=args.json or None, leave=False) as progress:
+        try:
+            result = batch_generate(pair, prompt_ids, settings, not args.no_speculation,
+                                    on_tokens=progress.update, detail=args.json)
+        except torch.OutOfMemoryError as error:
+            raise SpecDecError("out of memory: fewer prompts, or lower max-new-tokens") from error
+    for row, token_ids in enumerate(result.token_ids):
+        metrics = result.row_metrics(row)
+        if args.json:
+            print(json.dumps({"prompt": row, "seed": settings.seed, "token_ids": token_ids,
+                              "text": pair.decode(token_ids), "rounds": [r.to_dict() for r in result.rounds[row]],
+                              "metrics": metrics, "wall_seconds": result.wall_seconds}), flush=True)  # the batch's
+        else:
+            print(f"--- prompt {row + 1}")
+            print(pair.decode(token_ids))
+    if not args.json:
+        rate = result.tokens / result.wall_seconds if result.wall_seconds else 0.0
+        print(f"[batch of {len(prompts)}: {result.tokens} tokens, {rate:.1f} tokens/s in all, "
+              f"{len(result.pass_seconds)} target passes]", file=sys.stderr)
+
+
 def run_bench(args: argparse.Namespace) -> None:
     settings = settings_from_args(args)
+    if args.batch_sizes is not None:
+        run_batch_bench_command(args, settings)
+        return
     prompt_sets = load_prompt_sets(args.prompt_set)
     pair = load_pair(args)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
@@ -96,6 +140,21 @@ def run_export_draft(args: argparse.Namespace) -> None:
 
     for path in export_draft(args.out, with_gguf=args.gguf):
         print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def run_batch_bench_command(args: argparse.Namespace, settings) -> None:
+    sizes = parse_batch_sizes(args.batch_sizes)
+    prompt_sets = load_prompt_sets(args.prompt_set or [HELD_OUT_PROMPT_SETS["code"]])
+    pair = load_pair(args)
+    report = run_batch_bench(pair, prompt_sets, settings, args.chat, sizes,
+                             log=None if args.json else sys.stderr)
+    if args.json:
+        text = json.dumps(report, indent=2)
+        if args.output:
+            args.output.write_text(text + "\n", encoding="utf-8")
+        print(text)
+    else:
+        print(format_batch_table(report))
 
 
 def run_train_draft(args: argparse.Namespace) -> None:

@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--num-samples", type=int, default=1,
                           help="independent samples, seeds seed, seed+1, ...")
     generate.add_argument("--no-speculation", action="store_true", help="target-only decoding")
+    generate.add_argument("--batch", action="store_true",
+                          help="with --prompt-file: one prompt per line, all decoded together as one batch")
     generate.add_argument("--metrics-style", choices=["vllm", "llamacpp", "sglang"],
                           help="also print the run's summary as that engine logs it")
 
@@ -61,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
+    bench.add_argument("--batch-sizes", help="instead: decode each set in batches of these sizes (e.g. "
+                       "1,2,4,8,16), target-only and speculative with the same drafter (default set: code)")
     rules = commands.add_parser("rules", help="the four acceptance rules sampled side by side on one prompt")
     rules.add_argument("--prompt", help="the prompt the rules are tried on (not with --sweep)")
     _add_model_arguments(rules)
@@ -110,13 +114,25 @@ def _read_prompt(args: argparse.Namespace) -> str:
         raise SpecDecError(f"cannot read prompt file '{args.prompt_file}': {error.strerror}") from error
 
 
+def _read_prompt_lines(args: argparse.Namespace) -> list[str]:
+    """--batch: one prompt per non-blank line of --prompt-file."""
+    if args.prompt_file is None:
+        raise SpecDecError("--batch reads one prompt per line of --prompt-file: give --prompt-file")
+    prompts = [line for line in _read_prompt(args).splitlines() if line.strip()]
+    if not prompts:
+        raise SpecDecError(f"prompt file '{args.prompt_file}' has no non-blank line to decode")
+    return prompts
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         # Imported here so `--help` and argument errors answer without loading torch.
         from specdec.cli import commands
 
-        if args.command == "generate":
+        if args.command == "generate" and args.batch:
+            commands.run_generate_batch(args, _read_prompt_lines(args))
+        elif args.command == "generate":
             commands.run_generate(args, _read_prompt(args))
         elif args.command == "bench":
             commands.run_bench(args)

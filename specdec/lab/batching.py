@@ -1,0 +1,205 @@
+"""A class is a batch: target-only and speculative decoding of B rows at once, timed side by side.
+
+For each batch size B the same rows (a prompt set's prompts, repeated to fill the batch) are decoded
+target-only and speculatively in one process, alternating which goes first. Speculation spends the
+arithmetic a one-row pass leaves idle; a batch spends the same arithmetic, so as B grows the
+verification pass over B × (k + 1) tokens stops being nearly free and the ratio falls.
+
+Bench (`python -m specdec bench --batch-sizes ...`) and the page "A class is a batch" both read this.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from specdec.config import Settings
+from specdec.core.batch_cache import NONE, BatchCachedModel
+from specdec.core.metrics import summarize
+from specdec.models.batch_runs import batch_generate
+from specdec.models.pair import ModelPair
+from specdec.models.runs import generate
+
+BATCH_SIZES = (1, 2, 4, 8, 16)
+COST_CONTEXT = 64  # cached tokens per row before a timed pass (a prompt's worth)
+
+
+@dataclass(frozen=True)
+class BatchPoint:
+    """One batch size, both ways, over the same rows."""
+
+    batch_size: int
+    rows: int  # rows decoded in all (batches of batch_size)
+    target_only_tokens: int
+    target_only_seconds: float
+    speculative_tokens: int
+    speculative_seconds: float
+    target_pass_seconds: float  # mean target-only pass (B rows, one token each)
+    verify_pass_seconds: float  # mean verification pass (B rows, k + 1 tokens each)
+    verify_pass_tokens: float  # mean tokens in a verification pass
+    draft_seconds_per_round: float  # mean batched drafting call
+    tokens_per_pass: float  # per row and round: accepted drafts + 1 (summarize over all rows' traces)
+    alpha: float
+    single_sequence_seconds: float | None = None  # B = 1 only: the single-sequence loop, same rows
+
+    @property
+    def target_only_tokens_per_second(self) -> float:
+        return _rate(self.target_only_tokens, self.target_only_seconds)
+
+    @property
+    def speculative_tokens_per_second(self) -> float:
+        return _rate(self.speculative_tokens, self.speculative_seconds)
+
+    @property
+    def ratio(self) -> float:
+        return _rate(self.speculative_tokens_per_second, self.target_only_tokens_per_second)
+
+    @property
+    def per_row_target_only(self) -> float:
+        """Tokens/s one row sees: the batch's total over its B rows."""
+        return self.target_only_tokens_per_second / self.batch_size
+
+    @property
+    def per_row_speculative(self) -> float:
+        return self.speculative_tokens_per_second / self.batch_size
+
+    @property
+    def pass_seconds_per_row(self) -> float:
+        """What one target pass cost per row: a target-only pass over B rows, divided by B."""
+        return self.target_pass_seconds / self.batch_size
+
+    def bench_fields(self) -> dict:
+        """The figures bench's JSON carries for this B (its `batch_sizes` entry)."""
+        return {
+            "target_only_tokens_per_second": self.target_only_tokens_per_second,
+            "speculative_tokens_per_second": self.speculative_tokens_per_second,
+            "ratio": self.ratio,
+            "per_row_tokens_per_second": self.per_row_speculative,
+            "pass_seconds_per_row": self.pass_seconds_per_row,
+        }
+
+    def to_dict(self) -> dict:
+        return asdict(self) | self.bench_fields() | {"per_row_target_only_tokens_per_second":
+                                                     self.per_row_target_only}
+
+
+def _rate(amount: float, seconds: float) -> float:
+    return amount / seconds if seconds else 0.0
+
+
+def fill_rows(prompts: list[list[int]], batch_size: int) -> list[list[int]]:
+    """The prompts, repeated in order, to fill whole batches: at least every prompt once."""
+    count = batch_size * math.ceil(len(prompts) / batch_size)
+    return [prompts[i % len(prompts)] for i in range(count)]
+
+
+def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Settings, batch_size: int,
+                       single: bool = False) -> BatchPoint:
+    """Every row of fill_rows(prompts, B) decoded in batches of B, target-only and speculatively
+    (alternating which goes first); `single`: the single-sequence loop too, row by row, between them."""
+    rows = fill_rows(prompts, batch_size)
+    totals = {"target": [0, 0.0], "spec": [0, 0.0], "single": [0, 0.0]}
+    target_passes, verify_passes, verify_tokens, draft_calls, traces = [], [], [], [], []
+    for number, start in enumerate(range(0, len(rows), batch_size)):
+        batch = rows[start : start + batch_size]
+        order = ["target", "spec"] + (["single"] if single else [])
+        order = order[number % len(order):] + order[: number % len(order)]  # rotate who runs first
+        for kind in order:
+            if kind == "single":
+                begin = time.perf_counter()
+                tokens = sum(len(generate(pair, row, settings, detail=False).token_ids) for row in batch)
+                totals[kind][0] += tokens
+                totals[kind][1] += time.perf_counter() - begin
+                continue
+            result = batch_generate(pair, batch, settings, speculative=kind == "spec")
+            totals[kind][0] += result.tokens
+            totals[kind][1] += result.wall_seconds
+            if kind == "target":
+                target_passes += result.pass_seconds
+            else:
+                verify_passes += result.pass_seconds
+                verify_tokens += result.pass_tokens
+                draft_calls.append((result.draft_seconds, len(result.pass_seconds)))
+                traces += [trace for row_traces in result.rounds for trace in row_traces]
+    metrics = summarize(traces)
+    return BatchPoint(
+        batch_size=batch_size, rows=len(rows),
+        target_only_tokens=totals["target"][0], target_only_seconds=totals["target"][1],
+        speculative_tokens=totals["spec"][0], speculative_seconds=totals["spec"][1],
+        target_pass_seconds=sum(target_passes) / max(len(target_passes), 1),
+        verify_pass_seconds=sum(verify_passes) / max(len(verify_passes), 1),
+        verify_pass_tokens=sum(verify_tokens) / max(len(verify_tokens), 1),
+        draft_seconds_per_round=sum(s for s, _ in draft_calls) / max(sum(n for _, n in draft_calls), 1),
+        tokens_per_pass=metrics.tokens_per_pass, alpha=metrics.alpha,
+        single_sequence_seconds=totals["single"][1] if single else None,
+    )  # fmt: skip
+
+
+def batch_sweep(pair: ModelPair, prompts: list[list[int]], settings: Settings,
+                batch_sizes=BATCH_SIZES, single: bool = False) -> Iterator[BatchPoint]:
+    """measure_batch_size for each B in turn (a page shows progress and may stop between them);
+    `single`: at B = 1, the single-sequence loop too."""
+    warmup = [prompts[0][:8] or prompts[0]]
+    for speculative in (False, True):  # first calls pay for lazy initialisation; keep that out
+        batch_generate(pair, warmup * 2, replace(settings, max_new_tokens=4), speculative)
+    for batch_size in batch_sizes:
+        yield measure_batch_size(pair, prompts, settings, batch_size, single and batch_size == 1)
+
+
+@torch.inference_mode()
+def pass_cost(pair: ModelPair, rows: int, tokens_per_row: int, repeats: int = 3) -> float:
+    """Seconds of one target pass over `rows` rows of `tokens_per_row` new tokens each, after
+    COST_CONTEXT cached tokens per row (the fastest of `repeats`, after one warm-up)."""
+    target = BatchCachedModel(pair.target.model, pair.target.vocab_size, rows)
+    target.extend([list(range(100, 100 + COST_CONTEXT))] * rows, keep=NONE)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        target.extend([list(range(200, 200 + tokens_per_row))] * rows)
+        times.append(time.perf_counter() - start)
+        target.rollback([COST_CONTEXT] * rows)
+    return min(times[1:])
+
+
+def cost_curve(pair: ModelPair, batch_sizes, tokens_per_row: tuple[int, ...],
+               stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+    """One target pass per (B, tokens per row): {rows, tokens_per_row, tokens, seconds}."""
+    for batch_size in batch_sizes:
+        for count in tokens_per_row:
+            if stop():
+                return
+            yield {"rows": batch_size, "tokens_per_row": count, "tokens": batch_size * count,
+                   "seconds": pass_cost(pair, batch_size, count)}
+
+
+def interpolate(curve: list[dict], tokens: float) -> float:
+    """Pass seconds at `tokens` tokens, linear between the measured points (clamped at the ends;
+    where several batch shapes read the same number of tokens, the last measured counts)."""
+    points = sorted({row["tokens"]: row["seconds"] for row in curve}.items())
+    if tokens <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if tokens <= x1:
+            return y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def expected_ratio(point: BatchPoint, curve: list[dict]) -> float:
+    """Speculative over target-only tokens/s from the measured acceptance and the cost curve.
+
+    A target-only step makes one token per row for one pass over B tokens; a round makes
+    `tokens_per_pass` tokens per row for a drafting call and one pass over B (k̄ + 1) tokens:
+        ratio ≈ tokens_per_pass · cost(B) / (draft + cost(B (k̄ + 1))).
+    """
+    plain = interpolate(curve, point.batch_size)
+    verify = interpolate(curve, point.verify_pass_tokens)
+    return point.tokens_per_pass * plain / (point.draft_seconds_per_round + verify)
+
+
+def crossover(points: list[BatchPoint]) -> int | None:
+    """The smallest measured B at which speculation is slower than the target alone; None if none."""
+    return next((p.batch_size for p in points if p.ratio < 1.0), None)
