@@ -1,6 +1,25 @@
-"""Home: what the app teaches and where to start."""
+"""Home: what the app teaches, the lesson's figure (one round in five steps), and where to start."""
 
 import streamlit as st
+
+# The lesson's figure: one round, left to right. Each step links below to the page that shows it live.
+ROUND_PICTURE = """digraph {
+  rankdir=LR; nodesep=0.3; node [shape=box, style="rounded,filled", fontname="sans-serif", fontsize=11];
+  draft [label="1 · Draft\\nthe small model proposes\\nγ tokens, each with q", fillcolor="#e1bee7"];
+  verify [label="2 · Verify\\nthe target scores all γ\\nin one pass: p at γ+1", fillcolor="#bbdefb"];
+  accept [label="3 · Accept?\\nkeep x with probability\\nmin(1, p(x)/q(x))", fillcolor="#c8e6c9"];
+  correct [label="4 · Correct\\nfirst rejection: draw from\\nnorm(max(0, p − q));\\nall kept: a bonus from p", fillcolor="#ffe0b2"];
+  output [label="5 · Output\\nseveral tokens per pass,\\ndistributed exactly as p", fillcolor="#f5f5f5"];
+  draft -> verify -> accept -> correct -> output;
+  output -> draft [label=" next round", style=dashed, constraint=false];
+}"""
+STEP_LINKS = [  # (step, page, label): where each step of the figure is shown live
+    ("1 · Draft", "app_pages/rounds.py", "Round by round: the drafts and q"),
+    ("2 · Verify", "app_pages/idle_machine.py", "The idle machine: why one pass checks many"),
+    ("3 · Accept?", "app_pages/rule_trial.py", "The rule on trial: the real rule and the wrong ones"),
+    ("4 · Correct", "app_pages/guarantee.py", "The guarantee: the residual keeps p exact"),
+    ("5 · Output", "app_pages/speedup.py", "Live speed-up: tokens per pass, measured"),
+]
 
 st.title("specdec: speculative decoding, step by step")
 st.markdown(
@@ -10,11 +29,19 @@ Each drafted token *x* is kept with probability min(1, p(x)/q(x)) — p is the t
 q the draft's. At the first rejection a replacement is drawn from the residual norm(max(0, p − q));
 if every draft survives, the target's pass gives one **bonus** token for free. The output follows
 exactly the target's distribution, yet each target pass can emit several tokens.
-
+"""
+)
+st.graphviz_chart(ROUND_PICTURE)
+for column, (step, page, label) in zip(st.columns(len(STEP_LINKS)), STEP_LINKS, strict=True):
+    column.caption(step)
+    column.page_link(page, label=label)
+st.markdown(
+    """
 **Start here:** open **Round by round**, pick a ready prompt and press **Step** to watch one round
 go through its five stages (drafting, verification, acceptance test, correction, output), or
 **Play** to let it run. The sidebar settings (models, γ, temperature, seed, …) apply to every
-page; the address bar carries them, so a copied link opens the same demo.
+page; the address bar carries them, so a copied link opens the same demo. **In your stack** takes the
+same pair into transformers, vLLM and llama.cpp.
 """
 )
 st.page_link("app_pages/rounds.py", label="Open the round-by-round view", icon=":material/manage_search:")

@@ -272,3 +272,11 @@ def test_bad_server_limits_in_the_environment_are_a_message_not_a_traceback(tiny
     at.button(key="b_step").click().run()
     assert_clean(at)
     assert metrics(at)["Rounds"] == "1"
+
+
+def test_home_draws_the_round_and_links_each_step_to_its_page(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs)
+    assert_clean(at)
+    assert len(at.get("graphviz_chart")) == 1
+    links = [link.proto.page for link in at.get("page_link")]
+    assert {"rounds", "idle-machine", "rule-trial", "guarantee", "speedup"} <= set(links), links

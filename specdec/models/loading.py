@@ -316,18 +316,25 @@ def load_model(name: str, fast: bool = False, rebuilt: bool = False) -> LoadedMo
     return LoadedModel(name, model, tokenizer, head_token_ids)
 
 
-def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:
-    """Speculative decoding compares token ids: the two vocabularies must be the same mapping."""
-    target_vocab, draft_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
-    if target_vocab != draft_vocab:
-        only_target = len(target_vocab.keys() - draft_vocab.keys())
-        only_draft = len(draft_vocab.keys() - target_vocab.keys())
-        raise SpecDecError(
-            f"tokenizers differ: target '{target.name}' has {len(target_vocab)} tokens, draft "
-            f"'{draft.name}' has {len(draft_vocab)} ({only_target} only in the target, "
+def tokenizer_mismatch(target_tokenizer, draft_tokenizer, target_name: str, draft_name: str) -> str | None:
+    """Why `draft_name` cannot draft for `target_name` (their vocabularies differ), or None if it can.
+    Speculative decoding compares token ids: the two vocabularies must be the same mapping."""
+    target_vocab, draft_vocab = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+    if target_vocab == draft_vocab:
+        return None
+    only_target = len(target_vocab.keys() - draft_vocab.keys())
+    only_draft = len(draft_vocab.keys() - target_vocab.keys())
+    return (f"tokenizers differ: target '{target_name}' has {len(target_vocab)} tokens, draft "
+            f"'{draft_name}' has {len(draft_vocab)} ({only_target} only in the target, "
             f"{only_draft} only in the draft, or the same tokens with other ids); "
-            "the pair must share one tokenizer"
-        )
+            "the pair must share one tokenizer")  # fmt: skip
+
+
+def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:
+    """SpecDecError unless `draft` can draft for `target`: one tokenizer, and logits for all of it."""
+    if problem := tokenizer_mismatch(target.tokenizer, draft.tokenizer, target.name, draft.name):
+        raise SpecDecError(problem)
+    target_vocab = target.tokenizer.get_vocab()
     for model in (target, draft):
         if model.model.get_output_embeddings().weight.shape[0] < len(target_vocab):
             raise SpecDecError(f"model '{model.name}' has fewer output logits than its vocabulary")

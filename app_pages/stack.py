@@ -1,0 +1,114 @@
+"""In your stack: the same pair in transformers (run live), vLLM and llama.cpp, the engines' metric
+words mapped to this app's, and the tokenizer requirement checked for any model."""
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import ui
+from specdec.errors import SpecDecError
+from specdec.lab import stack
+from specdec.lab.engine_words import engine_counts, llamacpp_lines, sglang_line, translations, trap_questions, vllm_line
+
+NOT_RUN_HERE = "Not run here: this server has no GPU and neither engine installed."
+
+st.title("In your stack")
+st.markdown(
+    "Hosted APIs already speculate for you. If you serve models yourself, transformers, vLLM and "
+    "llama.cpp can all do it, and each needs the same thing: **a small model that shares the target's "
+    "tokenizer**. Here is the current pair in each of them, with this app's numbers beside theirs."
+)
+pair = ui.require_pair()
+settings, prompt_ids = ui.require_prompt(pair, st.session_state["prompt"])
+try:
+    assistant = stack.assistant_for(pair)
+except SpecDecError as error:
+    st.warning(str(error), icon=":material/info:")
+    st.stop()
+target_name = pair.target.name
+
+st.subheader("transformers: assisted generation")
+shown_assistant = "./smollm2-draft" if assistant != stack.PROMPT_LOOKUP and pair.draft and \
+    pair.draft.name.startswith("bundled:") else assistant  # fmt: skip
+st.code(stack.transformers_code("HuggingFaceTB/SmolLM2-135M-Instruct" if target_name.startswith("bundled:")
+                                else target_name, shown_assistant, settings), language="python")  # fmt: skip
+if assistant != stack.PROMPT_LOOKUP and pair.draft and pair.draft.name.startswith("bundled:"):
+    st.caption("`./smollm2-draft` is the trained draft as a standard transformers folder: "
+               "`python -m specdec export-draft ./smollm2-draft` writes it (a full-vocabulary head, "
+               "no specdec code needed to load it).")  # fmt: skip
+if st.button("Run it on this prompt", type="primary", key="b_stack_run"):
+    with st.spinner("transformers with and without the draft, then specdec with and without it…"):
+        try:
+            st.session_state["stack_run"] = stack.run_in_transformers(pair, prompt_ids, settings)
+        except SpecDecError as error:
+            st.error(str(error), icon=":material/error:")
+run = st.session_state.get("stack_run")
+if run is None:
+    st.info("Press **Run it on this prompt**: the same prompt and settings, through transformers and through "
+            "specdec, each with and without speculation.")  # fmt: skip
+else:
+    cols = st.columns(4)
+    cols[0].metric("transformers, target alone", f"{run.transformers_target_only:.1f} tok/s")
+    cols[1].metric("transformers, assisted", f"{run.transformers_assisted:.1f} tok/s",
+                   f"{run.transformers_assisted / run.transformers_target_only:.2f}× the target alone",
+                   delta_color="off", delta_arrow="off")
+    cols[2].metric("specdec, target alone", f"{run.specdec_target_only:.1f} tok/s")
+    cols[3].metric("specdec, speculative", f"{run.specdec_speculative:.1f} tok/s",
+                   f"{run.specdec_speculative / run.specdec_target_only:.2f}× the target alone",
+                   delta_color="off", delta_arrow="off")
+    if settings.sampling.greedy:
+        verdict = "the same tokens as" if run.same_text else "different tokens from"
+        st.caption(f"Greedy: transformers' assisted output has {verdict} the target decoding alone.")
+    lookup = " (with n-gram lookup first, which transformers has no way to combine with a model)" \
+        if pair.lookup_first else ""  # fmt: skip
+    st.caption(f"transformers drafted with {run.assistant}; specdec with the sidebar's drafter{lookup}. Each "
+               "figure is one run on this server's CPU, timed one after another: expect noise.")  # fmt: skip
+
+st.subheader("vLLM")
+st.code(stack.vllm_command("HuggingFaceTB/SmolLM2-135M-Instruct" if target_name.startswith("bundled:")
+                           else target_name, shown_assistant, settings.gamma), language="bash")  # fmt: skip
+st.caption(f"Needs a CUDA GPU (or vLLM's CPU build), vLLM, and the target and draft as transformers "
+           f"folders or hub ids; `draft_model` drafts with a small model, `ngram` copies from the prompt, "
+           f"`eagle` runs a feature head like this app's. {NOT_RUN_HERE}")  # fmt: skip
+
+st.subheader("llama.cpp")
+if target_name.startswith("bundled:"):
+    st.code(stack.DRAFT_GGUF_HINT + "\n" + stack.llamacpp_command(settings.gamma, f"./smollm2-draft/{stack.GGUF_NAME}"),
+            language="bash")  # fmt: skip
+    st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files: the target's is the "
+               "bundled Q4_1 file, the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
+               f"names, the target's tokenizer). llama.cpp drafts greedily and keeps drafts while they match "
+               f"the target's sample. {NOT_RUN_HERE}")  # fmt: skip
+else:
+    st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, then "
+               "`llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)  # fmt: skip
+
+st.subheader("The engines' words")
+if run is None or not run.speculative.traces:
+    st.info("Run the pair above: its specdec rounds are then printed here the way each engine logs them.")
+else:
+    counts = engine_counts(run.speculative.traces, run.speculative.seconds)
+    st.markdown("This run's rounds, as each engine would log them:")
+    st.code(f"# vLLM\n{vllm_line(counts)}\n\n# llama.cpp (llama-server)\n{llamacpp_lines(counts)}\n\n"
+            f"# SGLang\n{sglang_line(counts)}", language="text", wrap_lines=True)  # fmt: skip
+    rows = [{"engine": t.engine, "figure": t.figure, "value": t.value, "computed as": t.formula,
+             "in this app": t.here} for t in translations(counts)]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.markdown("**Two traps.** Answer from the lines above.")
+    for number, question in enumerate(trap_questions(counts)):
+        choice = st.radio(question.question, question.options, index=None, key=f"stack_quiz_{number}")
+        if choice is not None:
+            if question.options.index(choice) == question.answer:
+                st.success(f"Right. {question.explanation}", icon=":material/check:")
+            else:
+                st.error(f"Not quite: it is {question.options[question.answer]}. {question.explanation}",
+                         icon=":material/close:")
+
+st.subheader("Can it draft for this target?")
+st.markdown(f"Name a model (a Hugging Face id in this server's cache, or a folder): the pair check reads its "
+            f"tokenizer and compares it with **{target_name}**'s.")  # fmt: skip
+with st.form("pair_check"):
+    name = st.text_input("Draft model", placeholder="HuggingFaceTB/SmolLM2-135M or /path/to/folder")
+    checked = st.form_submit_button("Check")
+if checked:
+    verdict = stack.check_drafter(pair, name)
+    (st.success if verdict.can_draft else st.error)(verdict.reason)

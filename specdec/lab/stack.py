@@ -1,0 +1,200 @@
+"""In your own stack: the current pair in plain transformers, the engines' configuration for it, and
+whether a model can draft for the target at all. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel
+
+from specdec.config import Settings
+from specdec.errors import SpecDecError, first_line
+from specdec.lab.lock import MODEL_LOCK, held
+from specdec.lab.timing import TimedRun, timed_run, warm_up
+from specdec.models.export import GGUF_NAME, exported_draft_folder
+from specdec.models.feature_head import is_head
+from specdec.models.loading import bundled_gguf, resolve_model_path, tokenizer_mismatch
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
+
+PROMPT_LOOKUP = "prompt lookup"  # transformers' own n-gram drafter (prompt_lookup_num_tokens)
+
+
+def assistant_for(pair: ModelPair) -> str:
+    """What drafts in the transformers run: the draft model's folder (the bundled draft exported, as
+    `python -m specdec export-draft` writes it), or transformers' prompt lookup for n-gram drafting.
+    A feature head has no transformers counterpart (its nearest engine feature is EAGLE)."""
+    if pair.head is not None:
+        raise SpecDecError("a feature head reads the target's hidden states, and transformers' assisted "
+                           "generation has no such drafter (vLLM and SGLang run such heads as EAGLE): "
+                           "pick the draft model or n-gram lookup in the sidebar")  # fmt: skip
+    if pair.draft is None:
+        return PROMPT_LOOKUP
+    if pair.draft.name == BUNDLED_DRAFT:
+        return str(exported_draft_folder())
+    return resolve_model_path(pair.draft.name)
+
+
+def transformers_options(settings: Settings, pad_token_id: int, assistant: PreTrainedModel | None = None,
+                         drafting: bool = True, max_new_tokens: int | None = None) -> dict:
+    """generate()'s arguments for specdec's γ and sampling (a fixed γ, as specdec drafts), as one
+    GenerationConfig; `drafting` False: the target alone."""
+    sampling = settings.sampling
+    config = GenerationConfig(max_new_tokens=max_new_tokens or settings.max_new_tokens,
+                              do_sample=not sampling.greedy, pad_token_id=pad_token_id)  # fmt: skip
+    if not sampling.greedy:
+        config.update(temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
+    if not drafting:
+        return {"generation_config": config}
+    if assistant is None:
+        config.update(prompt_lookup_num_tokens=settings.gamma, max_matching_ngram_size=3)
+        return {"generation_config": config}
+    assistant.generation_config.update(num_assistant_tokens=settings.gamma,
+                                       num_assistant_tokens_schedule="constant",
+                                       assistant_confidence_threshold=0.0)  # fmt: skip
+    return {"generation_config": config, "assistant_model": assistant}
+
+
+@functools.lru_cache(maxsize=1)
+def plain_models(target_path: str, assistant_path: str) -> tuple[PreTrainedModel, PreTrainedModel | None]:
+    """The target and its assistant loaded by plain transformers, as the shown code loads them (fp32),
+    once per process: no specdec matrix layout, no reduced head."""
+    target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).eval()
+    if assistant_path == PROMPT_LOOKUP:
+        return target, None
+    return target, AutoModelForCausalLM.from_pretrained(assistant_path, dtype=torch.float32).eval()
+
+
+@dataclass(frozen=True)
+class StackRun:
+    """One prompt through plain transformers (with and without its assistant) and through specdec."""
+
+    assistant: str
+    transformers_target_only: float  # tokens/s
+    transformers_assisted: float
+    specdec_target_only: float
+    specdec_speculative: float
+    same_text: bool  # transformers' assisted output equals specdec's target-only output
+    speculative: TimedRun  # specdec's run, for the engines' words
+
+
+def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int, options: dict) -> tuple[list[int], float]:
+    torch.manual_seed(seed)  # transformers samples from the global generator
+    start = time.perf_counter()
+    with torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
+    return output[0, input_ids.shape[1]:].tolist(), time.perf_counter() - start
+
+
+def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings, lock=MODEL_LOCK) -> StackRun:
+    """The page's live run: transformers' assisted generation with the exported draft beside specdec,
+    each also without speculation, all on the same prompt and settings (a short warm-up first)."""
+    assistant = assistant_for(pair)
+    try:
+        target, draft = plain_models(resolve_model_path(pair.target.name), assistant)
+    except (OSError, ValueError) as error:
+        raise SpecDecError(f"transformers could not load the pair: {first_line(error)}") from error
+    pad = pair.target.tokenizer.eos_token_id
+    input_ids = torch.tensor([prompt_ids])
+    alone = transformers_options(settings, pad, drafting=False)
+    with_assistant = transformers_options(settings, pad, draft)
+    with held(lock):
+        for drafting in (False, True):  # warm-up: lazy initialisation out of the timings
+            options = transformers_options(settings, pad, draft, drafting, max_new_tokens=4)
+            _timed_generate(target, input_ids, settings.seed, options)
+        plain_tokens, plain_seconds = _timed_generate(target, input_ids, settings.seed, alone)
+        assisted_tokens, assisted_seconds = _timed_generate(target, input_ids, settings.seed, with_assistant)
+    warm_up(pair, prompt_ids, lock)
+    specdec_plain = timed_run(pair, prompt_ids, settings, False, lock)
+    specdec_spec = timed_run(pair, prompt_ids, settings, True, lock)
+    return StackRun(
+        assistant=assistant if assistant == PROMPT_LOOKUP else Path(assistant).name,
+        transformers_target_only=len(plain_tokens) / plain_seconds,
+        transformers_assisted=len(assisted_tokens) / assisted_seconds,
+        specdec_target_only=specdec_plain.tokens_per_second,
+        specdec_speculative=specdec_spec.tokens_per_second,
+        same_text=assisted_tokens[: len(specdec_plain.token_ids)] == specdec_plain.token_ids,
+        speculative=specdec_spec,
+    )
+
+
+# -- the engines' configuration for the same pair ------------------------------------------------
+
+
+def transformers_code(target: str, assistant: str, settings: Settings) -> str:
+    draft_line = ('# n-gram drafting: no assistant model\n'
+                  f'output = target.generate(ids, prompt_lookup_num_tokens={settings.gamma}, '
+                  f'max_new_tokens={settings.max_new_tokens}, do_sample=False)')  # fmt: skip
+    if assistant != PROMPT_LOOKUP:
+        draft_line = (f'draft = AutoModelForCausalLM.from_pretrained("{assistant}")\n'
+                      f'draft.generation_config.num_assistant_tokens = {settings.gamma}\n'
+                      'draft.generation_config.num_assistant_tokens_schedule = "constant"\n'
+                      f'output = target.generate(ids, assistant_model=draft, '
+                      f'max_new_tokens={settings.max_new_tokens}, do_sample=False)')  # fmt: skip
+    return f'''from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{target}")
+target = AutoModelForCausalLM.from_pretrained("{target}")
+messages = [{{"role": "user", "content": "..."}}]
+ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                    return_dict=True)["input_ids"]
+{draft_line}
+print(tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=True))'''
+
+
+def vllm_command(target: str, assistant: str, gamma: int) -> str:
+    if assistant == PROMPT_LOOKUP:
+        config = f'{{"method": "ngram", "num_speculative_tokens": {gamma}, "prompt_lookup_max": 3}}'
+    else:
+        config = f'{{"method": "draft_model", "model": "{assistant}", "num_speculative_tokens": {gamma}}}'
+    return f"vllm serve {target} \\\n  --speculative-config '{config}'"
+
+
+def llamacpp_command(gamma: int, draft_gguf: str) -> str:
+    return (f"llama-server -m {bundled_gguf()} \\\n  -md {draft_gguf} \\\n"
+            f"  --draft-max {gamma} --draft-min 0 --draft-p-min 0.0 --temp 0")
+
+
+DRAFT_GGUF_HINT = f"python -m specdec export-draft ./smollm2-draft --gguf   # writes ./smollm2-draft/{GGUF_NAME}"
+
+
+# -- can this model draft for the target? ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairCheck:
+    can_draft: bool
+    reason: str
+
+
+def check_drafter(pair: ModelPair, name: str) -> PairCheck:
+    """Whether `name` (a model id or folder, bundled name, feature head, or n-gram lookup) can draft for
+    the pair's target, and why. Only its tokenizer is read, from a folder or the local cache: nothing
+    is fetched and no weights load."""
+    name = name.strip().removeprefix(LOOKUP_FIRST)
+    target_name = pair.target.name
+    if not name:
+        return PairCheck(False, "type a model id or a folder")
+    if name == NGRAM:
+        return PairCheck(True, "n-gram lookup copies the target's own tokens: it drafts for any target")
+    if is_head(name):
+        ok = target_name == BUNDLED_TARGET or not name.startswith("bundled:")
+        return PairCheck(ok, "a feature head has no tokenizer of its own: it reads the hidden states of "
+                             "the target it was trained on, and uses that target's embeddings and head")  # fmt: skip
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name), local_files_only=True)
+    except SpecDecError as error:
+        return PairCheck(False, str(error))
+    except Exception as error:  # noqa: BLE001 - any unreadable name is an answer, not a traceback
+        return PairCheck(False, f"no tokenizer found for '{name}' in a folder here or the local Hugging Face "
+                                f"cache ({first_line(error)})")  # fmt: skip
+    if problem := tokenizer_mismatch(pair.target.tokenizer, tokenizer, target_name, name):
+        return PairCheck(False, problem)
+    size = len(tokenizer.get_vocab())
+    return PairCheck(True, f"same tokenizer as '{target_name}' ({size:,} tokens, same ids): it can draft "
+                           "for it (whether it drafts well is what acceptance measures)")  # fmt: skip

@@ -1,0 +1,63 @@
+"""'In your stack' with the tiny pair: the live transformers run, the engines' lines, the trap quiz and
+the tokenizer check."""
+
+from test_app import assert_clean, errors, make_app
+
+from specdec.lab import stack
+from specdec.models.pair import ModelPair
+
+STACK = "app_pages/stack.py"
+
+
+def _texts(at) -> str:
+    return "\n".join(c.value for c in at.code) + "\n".join(m.value for m in at.markdown)
+
+
+def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, STACK, temperature=0.0, max_new_tokens=12, gamma=3)
+    assert_clean(at)
+    assert "assistant_model=draft" in _texts(at) and "--speculative-config" in _texts(at)
+    at.button(key="b_stack_run").click().run()
+    assert_clean(at)
+    assert not errors(at)
+    labels = {m.label: m.value for m in at.metric}
+    assert set(labels) == {"transformers, target alone", "transformers, assisted", "specdec, target alone",
+                           "specdec, speculative"}  # fmt: skip
+    assert all(value.endswith("tok/s") for value in labels.values())
+    assert any("the same tokens as" in c.value for c in at.caption)  # greedy: transformers agrees
+    code = "\n".join(c.value for c in at.code)
+    assert "SpecDecoding metrics: Mean acceptance length:" in code and "accept len:" in code
+    assert "generated)" in code
+    # The quiz: the right answer is praised, a wrong one corrected with the run's numbers.
+    first = at.radio(key="stack_quiz_0")
+    first.set_value(first.options[1]).run()
+    assert any(s.value.startswith("Right.") for s in at.success)
+    second = at.radio(key="stack_quiz_1")
+    second.set_value(second.options[0]).run()
+    assert any("Not quite" in e.value for e in at.error)
+
+
+def test_pair_check_says_which_models_can_draft(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, STACK)
+    for name, verdict in ((tiny_pair_dirs["padded_draft"], "success"), (tiny_pair_dirs["other_tokenizer"], "error"),
+                          ("no/such-model-anywhere", "error"), ("ngram", "success")):  # fmt: skip
+        at.text_input[0].set_value(name)
+        at.button[-1].click().run()
+        assert_clean(at)
+        shown = at.success if verdict == "success" else at.error
+        assert shown, name
+
+
+def test_check_drafter_reasons(tiny_pair_dirs):
+    pair = ModelPair.load(tiny_pair_dirs["target"], "ngram")
+    assert stack.check_drafter(pair, tiny_pair_dirs["draft"]).can_draft
+    mismatch = stack.check_drafter(pair, tiny_pair_dirs["other_tokenizer"])
+    assert not mismatch.can_draft and "tokenizers differ" in mismatch.reason
+    missing = stack.check_drafter(pair, "no/such-model-anywhere")
+    assert not missing.can_draft and "no tokenizer found" in missing.reason
+
+
+def test_feature_head_has_no_transformers_counterpart(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, STACK, drafter=tiny_pair_dirs["head"])
+    assert_clean(at)
+    assert any("EAGLE" in w.value for w in at.warning)
