@@ -286,9 +286,9 @@ def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings
     (lab.batching): total and per-row tokens/s, their ratio, and one target pass's cost per row.
     At B = 1 the single-sequence loop runs on the same rows too (`single_sequence`)."""
     from specdec.lab.batching import batch_sweep
+    from specdec.models.batch_runs import check_batchable
 
-    if pair.head is not None:
-        raise SpecDecError("bench --batch-sizes drafts with n-gram lookup or a draft model, not a feature head")
+    check_batchable(pair)
     report = {
         "target": pair.target.describe(),
         "drafter": _describe_drafter(pair),

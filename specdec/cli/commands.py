@@ -86,12 +86,13 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
 def run_generate_batch(args: argparse.Namespace, prompts: list[str]) -> None:
     """generate --batch: every prompt in one batch (core.batch_rounds); each row samples with seed
     --seed, so a row's output is what generate gives that prompt alone."""
-    from specdec.models.batch_runs import batch_generate
+    from specdec.models.batch_runs import batch_generate, check_batchable
 
     if args.num_samples != 1:
         raise SpecDecError("--batch decodes one sample per prompt: leave out --num-samples")
     settings = settings_from_args(args)
     pair = load_pair(args)
+    check_batchable(pair)
     prompt_ids = [pair.encode_prompt(prompt, args.chat, settings.max_new_tokens) for prompt in prompts]
     if not args.json:
         describe_pair(pair)

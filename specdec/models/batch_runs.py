@@ -19,11 +19,16 @@ from specdec.errors import SpecDecError
 from specdec.models.pair import ModelPair
 
 
-def new_batch_drafter(pair: ModelPair, rows: int) -> BatchDrafter:
-    """The pair's drafter for a batch of `rows`, with fresh caches."""
+def check_batchable(pair: ModelPair) -> None:
+    """SpecDecError unless the pair's drafter has a batched form (all but a feature head)."""
     if pair.head is not None:
         raise SpecDecError("batched decoding drafts with n-gram lookup or a draft model; a feature head "
                            "has no batched form here: pick another drafter")
+
+
+def new_batch_drafter(pair: ModelPair, rows: int) -> BatchDrafter:
+    """The pair's drafter for a batch of `rows`, with fresh caches."""
+    check_batchable(pair)
     lookup = NgramDrafter(pair.target.vocab_size) if pair.draft is None or pair.lookup_first else None
     if pair.draft is None:
         return BatchDrafter(rows, pair.target.vocab_size, lookup, name=lookup.name)
