@@ -11,7 +11,7 @@ from specdec.errors import SpecDecError
 from specdec.lab import charts, rules
 from specdec.models.pair import ModelPair
 
-DEFAULT_SAMPLES = 120  # with top-k 5: about 45 s on the 2-core machine (README)
+DEFAULT_SAMPLES = 100  # with top-k 5: about 40 s on an idle 2-core machine (README)
 QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
 
 

@@ -47,7 +47,7 @@ def test_rule_trial_page_and_each_rule_in_the_round_view():
     env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_CHAT": "1", "OMP_NUM_THREADS": "1"}
     numbers: dict[str, object] = {}
     with streamlit_server(env, timeout=180) as base, browser_page(height=2600) as page:
-        # 1. The page's default trial: the sidebar's first ready prompt, 120 samples, top-k 5, T = 1.
+        # 1. The page's default trial: the sidebar's first ready prompt, 100 samples, top-k 5, T = 1.
         page.goto(f"{base}/rule-trial")
         page.locator('[data-testid="stMainBlockContainer"] h1').first.wait_for()
         wait_idle(page)
