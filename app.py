@@ -67,6 +67,12 @@ page = st.navigation(
             icon=":material/memory:",
             url_path="idle-machine",
         ),
+        st.Page(
+            "app_pages/batch_class.py",
+            title="A class is a batch",
+            icon=":material/groups:",
+            url_path="class-is-a-batch",
+        ),
         st.Page("app_pages/variants.py", title="Variants", icon=":material/alt_route:", url_path="variants"),
         st.Page("app_pages/stack.py", title="In your stack", icon=":material/deployed_code:", url_path="stack"),
     ]

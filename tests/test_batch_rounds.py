@@ -231,3 +231,24 @@ def test_rows_follow_the_target_law(tiny_target, tiny_draft, vocab):
     keys = list(exact)
     total = sum(exact.values())
     assert chisquare([counts[k] for k in keys], [exact[k] / total * samples for k in keys]).pvalue > 1e-3
+
+
+@pytest.mark.slow  # the bundled pair, six code prompts of different lengths, ~40 s
+def test_bundled_rows_equal_their_own_plain_greedy_output(bundled_pair):
+    """fp32, T = 0, the default drafter: every row of a batch of the held-out code prompts (45 to 49
+    tokens, so the caches are ragged from the start) emits that prompt's own plain greedy output."""
+    import json
+
+    from specdec.models.batch_runs import batch_generate
+    from specdec.models.runs import generate
+    from specdec.paths import HELD_OUT_PROMPT_SETS
+
+    prompts = json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"]
+    settings = Settings(sampling=GREEDY, max_new_tokens=48)
+    ids = [bundled_pair.encode_prompt(p, True, 48) for p in prompts]
+    assert len({len(i) for i in ids}) > 1
+    result = batch_generate(bundled_pair, ids, settings)
+    for row, prompt_ids in enumerate(ids):
+        plain = generate(bundled_pair, prompt_ids, settings, speculative=False).token_ids
+        assert result.token_ids[row] == plain, row
+    assert any(t.num_accepted for row in result.rounds for t in row)

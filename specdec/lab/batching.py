@@ -10,6 +10,7 @@ Bench (`python -m specdec bench --batch-sizes ...`) and the page "A class is a b
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from specdec.core.metrics import summarize
 from specdec.models.batch_runs import batch_generate
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
+from specdec.paths import HELD_OUT_PROMPT_SETS
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 COST_CONTEXT = 64  # cached tokens per row before a timed pass (a prompt's worth)
@@ -85,6 +87,11 @@ class BatchPoint:
     def to_dict(self) -> dict:
         return asdict(self) | self.bench_fields() | {"per_row_target_only_tokens_per_second":
                                                      self.per_row_target_only}
+
+
+def held_out_prompts(name: str = "code") -> list[str]:
+    """A bundled held-out prompt set (assets/prompts/<name>.json): what bench decodes by default."""
+    return json.loads(HELD_OUT_PROMPT_SETS[name].read_text(encoding="utf-8"))["prompts"]
 
 
 def _rate(amount: float, seconds: float) -> float:
@@ -203,3 +210,23 @@ def expected_ratio(point: BatchPoint, curve: list[dict]) -> float:
 def crossover(points: list[BatchPoint]) -> int | None:
     """The smallest measured B at which speculation is slower than the target alone; None if none."""
     return next((p.batch_size for p in points if p.ratio < 1.0), None)
+
+
+def class_run(pair: ModelPair, prompts: list[list[int]], settings: Settings,
+              batch_sizes=BATCH_SIZES) -> Iterator[tuple[str, object]]:
+    """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then ("cost", row)
+    per point of the cost curve (B rows of one token, and of γ + 1). len(batch_sizes) * 3 steps."""
+    for point in batch_sweep(pair, prompts, settings, batch_sizes):
+        yield "batch", point
+    for row in cost_curve(pair, batch_sizes, (1, settings.gamma + 1)):
+        yield "cost", row
+
+
+def class_rows(points: list[BatchPoint], curve: list[dict]) -> list[dict]:
+    """Per batch size, the figures the page shows, with the expected ratio where the curve allows."""
+    rows = []
+    for point in points:
+        row = point.to_dict()
+        row["expected_ratio"] = expected_ratio(point, curve) if curve else None
+        rows.append(row)
+    return rows

@@ -1,0 +1,141 @@
+"""A class is a batch: the same rows decoded 1, 2, 4, 8, 16 at a time, with and without speculation."""
+
+from dataclasses import replace
+
+import streamlit as st
+
+from app_pages import ui
+from specdec.errors import SpecDecError
+from specdec.lab import batching, charts
+from specdec.lab.timing import device_name
+from specdec.models.batch_runs import check_batchable
+from specdec.models.pair import ModelPair
+
+PROMPT_SET = "code"  # the held-out code set bench decodes: where speculation pays most for one row
+
+
+def intro() -> None:
+    st.title("A class is a batch")
+    st.markdown(
+        "Speculation spends arithmetic that a one-row pass leaves idle: the target reads all its weights "
+        "from memory for one token, so checking γ + 1 tokens costs little more. **A batch spends the same "
+        "idle arithmetic**: a server decoding many requests at once already feeds the target one token "
+        "per request per pass. Add k drafts per request and every pass reads B × (k + 1) tokens; once that "
+        "is enough to keep the arithmetic busy, verification is no longer free, and speculation can make "
+        "the server slower."
+    )
+    st.markdown(
+        "**Thirty students on this server are a batch.** This page decodes the same prompts with the "
+        "current pair and sidebar settings, B rows at a time, target-only and speculatively, and times "
+        "both here, live."
+    )
+
+
+def controls() -> tuple[int, int]:
+    left, right = st.columns(2)
+    tokens = left.slider("New tokens per row", 8, 64, 32, step=8, key="_bc_tokens")
+    prompts = right.slider(f"Prompts from the {PROMPT_SET} set (repeated to fill a batch)", 1, 6, 4,
+                           key="_bc_prompts")  # fmt: skip
+    return int(tokens), int(prompts)
+
+
+def measure(pair: ModelPair, results: dict) -> dict | None:
+    tokens, count = controls()
+    try:
+        check_batchable(pair)
+        settings = replace(ui.current_settings(), max_new_tokens=tokens)
+        prompts = [pair.encode_prompt(p, bool(st.session_state["chat"]), tokens)
+                   for p in batching.held_out_prompts(PROMPT_SET)[:count]]  # fmt: skip
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
+        st.stop()
+    key = (pair.target.name, pair.drafter_name, settings, tuple(map(tuple, prompts)))
+    sizes = batching.BATCH_SIZES
+    if ui.run_stop_buttons("Decode the class", "b_bc_run", "b_bc_stop", "_bc_stop"):
+        def save(items: list, finished: bool) -> None:
+            results[key] = {"points": [v for kind, v in items if kind == "batch"],
+                            "curve": [v for kind, v in items if kind == "cost"],
+                            "finished": finished, "device": device_name(pair), "settings": settings}
+
+        ui.run_with_progress(batching.class_run(pair, prompts, settings, sizes), 3 * len(sizes), describe,
+                             "_bc_stop", save)  # fmt: skip
+    return results.get(key)
+
+
+def describe(item) -> str:
+    kind, value = item
+    if kind == "batch":
+        return (f"B={value.batch_size}: {value.target_only_tokens_per_second:.0f} tokens/s target only, "
+                f"{value.speculative_tokens_per_second:.0f} speculative ({value.ratio:.2f}x)")
+    return f"cost curve: {value['rows']} rows × {value['tokens_per_row']} tokens: {value['seconds'] * 1000:.0f} ms"
+
+
+def show(result: dict) -> None:
+    points, curve = result["points"], result["curve"]
+    if not result["finished"]:
+        st.warning("Stopped: the figures below are partial.")
+    if not points:
+        return
+    rows = batching.class_rows(points, curve)
+    crossover = batching.crossover(points)
+    left, right = st.columns(2)
+    ui.chart(charts.batch_throughput_chart(rows, crossover), key="_bc_throughput", container=left)
+    if curve:
+        ui.chart(charts.batch_cost_chart(curve), key="_bc_cost", container=right)
+    else:
+        right.info("The cost curve is measured after the batches.")
+    st.dataframe([{
+        "B": r["batch_size"],
+        "target only tok/s": round(r["target_only_tokens_per_second"], 1),
+        "speculative tok/s": round(r["speculative_tokens_per_second"], 1),
+        "ratio": round(r["ratio"], 2),
+        "expected ratio": None if r["expected_ratio"] is None else round(r["expected_ratio"], 2),
+        "per row tok/s (target only)": round(r["per_row_target_only_tokens_per_second"], 1),
+        "per row tok/s (speculative)": round(r["per_row_tokens_per_second"], 1),
+        "target pass ms per row": round(r["pass_seconds_per_row"] * 1000, 1),
+        "alpha": round(r["alpha"], 2),
+        "tokens per pass": round(r["tokens_per_pass"], 2),
+    } for r in rows], hide_index=True)  # fmt: skip
+    if curve and all(r["expected_ratio"] is not None for r in rows):
+        ui.chart(charts.batch_ratio_chart(rows), key="_bc_ratio")
+    explain(rows, curve, crossover, result["device"])
+
+
+def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str) -> None:
+    first, last = rows[0], rows[-1]
+    text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** the "
+            f"target alone; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. ")
+    if crossover is not None:
+        text += f"It falls below 1 at **B = {crossover}**: from there on, speculating makes this server slower. "
+    else:
+        text += (f"It never fell below 1 up to B = {last['batch_size']}: the passes here are still far from "
+                 "compute-bound, so the extra tokens of verification stay cheap (see the cost curve). ")
+    if curve:
+        ones = sorted((r for r in curve if r["tokens_per_row"] == 1), key=lambda r: r["rows"])
+        if len(ones) > 1:
+            per_token = [r["seconds"] / r["tokens"] * 1000 for r in ones]
+            text += (f"A plain pass costs {per_token[0]:.1f} ms per row at B = {ones[0]['rows']} and "
+                     f"{per_token[-1]:.1f} ms per row at B = {ones[-1]['rows']}: while rows are few the pass "
+                     "is **memory-bound** (rows ride along almost free), and once they are many it is "
+                     "**compute-bound** (each token costs its own arithmetic). The expected ratio, "
+                     "tokens per round × cost(B) / (drafting + cost(B × (k̄ + 1))), reads that curve.")
+    st.markdown(text)
+    st.markdown(
+        "**In practice.** Hosted APIs speculate when load is low and a few users each want their answer "
+        "fast. Serving engines such as vLLM and SGLang cut the draft length or switch speculation off as "
+        "the batch grows, because at high load the verification tokens compete with other users' tokens "
+        "for the same arithmetic. A classroom on one server is exactly that load: thirty students are a "
+        "batch of thirty."
+    )
+
+
+ui.init_state()
+st.session_state.setdefault("_bc_results", {})
+intro()
+pair = ui.require_pair()
+measured = measure(pair, st.session_state["_bc_results"])
+if measured is None:
+    st.info("Press **Decode the class**: B = 1, 2, 4, 8 and 16 rows, target-only and speculative, then the "
+            "cost of one target pass for each B. It takes about a minute on a 2-core CPU.")
+else:
+    show(measured)
