@@ -67,7 +67,8 @@ def describe(item) -> str:
     if kind == "batch":
         return (f"B={value.batch_size}: {value.target_only_tokens_per_second:.0f} tokens/s target only, "
                 f"{value.speculative_tokens_per_second:.0f} speculative ({value.ratio:.2f}x)")
-    return f"cost curve: {value['rows']} rows × {value['tokens_per_row']} tokens: {value['seconds'] * 1000:.0f} ms"
+    return (f"cost curve: {value['rows']} rows × {value['tokens_per_row']} tokens: "
+            f"{value['seconds'] * 1000:.0f} ms")
 
 
 def show(result: dict) -> None:
@@ -103,10 +104,11 @@ def show(result: dict) -> None:
 
 def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str) -> None:
     first, last = rows[0], rows[-1]
-    text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** the "
-            f"target alone; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. ")
+    text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** "
+            f"the target alone; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. ")
     if crossover is not None:
-        text += f"It falls below 1 at **B = {crossover}**: from there on, speculating makes this server slower. "
+        text += (f"It first falls below 1 at **B = {crossover}**: from there on, speculating makes this "
+                 "server slower. ")
     else:
         text += (f"It never fell below 1 up to B = {last['batch_size']}: the passes here are still far from "
                  "compute-bound, so the extra tokens of verification stay cheap (see the cost curve). ")

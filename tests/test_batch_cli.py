@@ -41,7 +41,8 @@ def test_bench_batch_table(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
     code, out, _ = run_cli(capsys, "bench", "--batch-sizes", "1,2", "--prompt-set", prompt_set, "--no-chat",
-                           "--max-new-tokens", "4", "--drafter", "ngram", "--target-model", tiny_pair_dirs["target"])
+                           "--max-new-tokens", "4", "--drafter", "ngram",
+                           "--target-model", tiny_pair_dirs["target"])
     assert code == 0 and "spec tok/s" in out and "mini" in out and "single-sequence loop" in out
 
 

@@ -276,7 +276,8 @@ def parse_batch_sizes(text: str) -> list[int]:
     except ValueError:
         sizes = []
     if not sizes or any(size < 1 for size in sizes) or len(set(sizes)) < len(sizes):
-        raise SpecDecError(f"batch-sizes must be distinct whole numbers >= 1 separated by commas, got {text!r}")
+        raise SpecDecError(f"batch-sizes must be distinct whole numbers >= 1 separated by commas, "
+                           f"got {text!r}")
     return sizes
 
 
@@ -325,11 +326,13 @@ def format_batch_table(report: dict) -> str:
             lines.append(f"{name if position == 0 else '':<11} {size:>3} "
                          f"{row['target_only_tokens_per_second']:>12.1f} "
                          f"{row['speculative_tokens_per_second']:>10.1f} {row['ratio']:>5.2f}x "
-                         f"{row['per_row_tokens_per_second']:>13.1f} {row['pass_seconds_per_row'] * 1000:>11.1f}")
+                         f"{row['per_row_tokens_per_second']:>13.1f} "
+                         f"{row['pass_seconds_per_row'] * 1000:>11.1f}")
         single = entry.get("single_sequence")
         if single:
-            lines.append(f"{'':<11} the single-sequence loop at B=1: {single['speculative_tokens_per_second']:.1f}"
-                         f" tok/s; the batched loop at B=1 runs at {single['batched_over_single']:.2f}x it")
+            lines.append(f"{'':<11} the single-sequence loop at B=1: "
+                         f"{single['speculative_tokens_per_second']:.1f} tok/s; the batched loop at B=1 runs "
+                         f"at {single['batched_over_single']:.2f}x it")
     lines.append("tok/s: all rows together; ratio: speculative over target-only; per row: speculative tok/s "
                  "/ B; pass ms/row: one target-only pass over B rows / B.")
     return "\n".join(lines)

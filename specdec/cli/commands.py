@@ -106,9 +106,11 @@ def run_generate_batch(args: argparse.Namespace, prompts: list[str]) -> None:
     for row, token_ids in enumerate(result.token_ids):
         metrics = result.row_metrics(row)
         if args.json:
-            print(json.dumps({"prompt": row, "seed": settings.seed, "token_ids": token_ids,
-                              "text": pair.decode(token_ids), "rounds": [r.to_dict() for r in result.rounds[row]],
-                              "metrics": metrics, "wall_seconds": result.wall_seconds}), flush=True)  # the batch's
+            record = {"prompt": row, "seed": settings.seed, "token_ids": token_ids,
+                      "text": pair.decode(token_ids), "rounds": [r.to_dict() for r in result.rounds[row]],
+                      "metrics": metrics,
+                      "wall_seconds": result.wall_seconds}  # the batch's wall time: every row waited for it
+            print(json.dumps(record), flush=True)
         else:
             print(f"--- prompt {row + 1}")
             print(pair.decode(token_ids))

@@ -200,10 +200,14 @@ def expected_ratio(point: BatchPoint, curve: list[dict]) -> float:
 
     A target-only step makes one token per row for one pass over B tokens; a round makes
     `tokens_per_pass` tokens per row for a drafting call and one pass over B (k̄ + 1) tokens:
-        ratio ≈ tokens_per_pass · cost(B) / (draft + cost(B (k̄ + 1))).
+        ratio ≈ tokens_per_pass · cost(B) / (draft + cost(B (k̄ + 1))),
+    both costs read from the passes timed with B rows (1 and γ + 1 tokens each; linear between).
     """
-    plain = interpolate(curve, point.batch_size)
-    verify = interpolate(curve, point.verify_pass_tokens)
+    mine = sorted((r for r in curve if r["rows"] == point.batch_size), key=lambda r: r["tokens"])
+    if len(mine) >= 2:  # this B's own passes: between 1 and γ + 1 tokens per row, linear in the tokens
+        plain, verify = mine[0]["seconds"], interpolate(mine, point.verify_pass_tokens)
+    else:
+        plain, verify = interpolate(curve, point.batch_size), interpolate(curve, point.verify_pass_tokens)
     return point.tokens_per_pass * plain / (point.draft_seconds_per_round + verify)
 
 

@@ -1,0 +1,75 @@
+"""lab.batching's arithmetic and the page's charts, on hand-made numbers (no model)."""
+
+import pytest
+
+from specdec.lab import batching, charts
+from specdec.lab.batching import BatchPoint
+
+
+def point(batch_size, target_tps, spec_tps, **extra):
+    values = dict(batch_size=batch_size, rows=batch_size, target_only_tokens=int(target_tps * 10),
+                  target_only_seconds=10.0, speculative_tokens=int(spec_tps * 10), speculative_seconds=10.0,
+                  target_pass_seconds=0.03 * batch_size ** 0.5, verify_pass_seconds=0.05,
+                  verify_pass_tokens=3.0 * batch_size, draft_seconds_per_round=0.01, tokens_per_pass=2.0,
+                  alpha=0.6) | extra  # fmt: skip
+    return BatchPoint(**values)
+
+
+def test_bench_fields_are_the_five_named_and_consistent():
+    p = point(4, 50.0, 40.0)
+    fields = p.bench_fields()
+    assert set(fields) == {"target_only_tokens_per_second", "speculative_tokens_per_second", "ratio",
+                           "per_row_tokens_per_second", "pass_seconds_per_row"}
+    assert fields["ratio"] == pytest.approx(0.8)
+    assert fields["per_row_tokens_per_second"] == pytest.approx(10.0)  # 40 tokens/s over 4 rows
+    assert fields["pass_seconds_per_row"] == pytest.approx(p.target_pass_seconds / 4)
+
+
+def test_crossover_is_the_first_batch_size_below_one():
+    points = [point(1, 20, 30), point(2, 35, 40), point(4, 60, 55), point(8, 90, 95)]
+    assert batching.crossover(points) == 4
+    assert batching.crossover(points[:2]) is None
+
+
+def test_fill_rows_repeats_prompts_to_whole_batches():
+    prompts = [[1], [2], [3]]
+    assert batching.fill_rows(prompts, 2) == [[1], [2], [3], [1]]
+    assert batching.fill_rows(prompts, 8) == [[1], [2], [3], [1], [2], [3], [1], [2]]
+    assert batching.fill_rows(prompts, 1) == prompts
+
+
+def test_expected_ratio_reads_the_cost_of_its_own_batch_size():
+    """Flat passes (memory-bound): the ratio is tokens per round over (1 + drafting); a pass that costs
+    in proportion to its tokens (compute-bound) leaves tokens per round / (k̄ + 1) at best."""
+    flat = [{"rows": 4, "tokens_per_row": n, "tokens": 4 * n, "seconds": 0.1} for n in (1, 5)]
+    p = point(4, 1, 1, verify_pass_tokens=12.0, draft_seconds_per_round=0.0, tokens_per_pass=2.5)
+    assert batching.expected_ratio(p, flat) == pytest.approx(2.5)
+    steep = [{"rows": 4, "tokens_per_row": n, "tokens": 4 * n, "seconds": 0.1 * n} for n in (1, 5)]
+    assert batching.expected_ratio(p, steep) == pytest.approx(2.5 / 3)  # 12 tokens = 3 per row
+    # Another B's points are not read when this B has its own.
+    other = [{"rows": 8, "tokens_per_row": 1, "tokens": 8, "seconds": 9.0}]
+    assert batching.expected_ratio(p, flat + other) == pytest.approx(2.5)
+
+
+def test_interpolate_is_linear_and_clamped():
+    curve = [{"tokens": 1, "seconds": 1.0}, {"tokens": 5, "seconds": 3.0}]
+    assert batching.interpolate(curve, 3) == pytest.approx(2.0)
+    assert batching.interpolate(curve, 0.5) == 1.0 and batching.interpolate(curve, 9) == 3.0
+
+
+def test_charts_take_data_and_return_figures():
+    rows = batching.class_rows([point(1, 20, 30), point(2, 35, 30)], [])
+    throughput = charts.batch_throughput_chart(rows, crossover=2)
+    assert [t.name for t in throughput.data] == ["speculative", "target only"]
+    assert "B = 2" in throughput.layout.title.text and throughput.layout.shapes  # the crossover line
+    never = charts.batch_throughput_chart(rows, crossover=None)
+    assert not never.layout.shapes and "every B" in never.layout.title.text
+    curve = [{"rows": b, "tokens_per_row": n, "tokens": b * n, "seconds": 0.01 * b * n ** 0.5}
+             for b in (1, 2) for n in (1, 5)]  # fmt: skip
+    cost = charts.batch_cost_chart(curve)
+    assert {t.name for t in cost.data} >= {"1 token per row (plain step)", "5 tokens per row (verify k+1)"}
+    for r in rows:
+        r["expected_ratio"] = 1.1
+    ratio = charts.batch_ratio_chart(rows)
+    assert [t.name for t in ratio.data] == ["measured", "expected from α and the cost curve"]
+    assert list(ratio.data[0].y) == [pytest.approx(1.5), pytest.approx(30 / 35)]
