@@ -74,7 +74,9 @@ page = st.navigation(
             url_path="class-is-a-batch",
         ),
         st.Page("app_pages/variants.py", title="Variants", icon=":material/alt_route:", url_path="variants"),
-        st.Page("app_pages/stack.py", title="In your stack", icon=":material/deployed_code:", url_path="stack"),
+        st.Page(
+            "app_pages/stack.py", title="In your stack", icon=":material/deployed_code:", url_path="stack"
+        ),
     ]
 )
 page.run()

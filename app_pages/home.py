@@ -8,7 +8,8 @@ ROUND_PICTURE = """digraph {
   draft [label="1 · Draft\\nthe small model proposes\\nγ tokens, each with q", fillcolor="#e1bee7"];
   verify [label="2 · Verify\\nthe target scores all γ\\nin one pass: p at γ+1", fillcolor="#bbdefb"];
   accept [label="3 · Accept?\\nkeep x with probability\\nmin(1, p(x)/q(x))", fillcolor="#c8e6c9"];
-  correct [label="4 · Correct\\nfirst rejection: draw from\\nnorm(max(0, p − q));\\nall kept: a bonus from p", fillcolor="#ffe0b2"];
+  correct [label="4 · Correct\\nfirst rejection: draw from\\nnorm(max(0, p − q));\\nall kept: a bonus from p",
+           fillcolor="#ffe0b2"];
   output [label="5 · Output\\nseveral tokens per pass,\\ndistributed exactly as p", fillcolor="#f5f5f5"];
   draft -> verify -> accept -> correct -> output;
   output -> draft [label=" next round", style=dashed, constraint=false];

@@ -7,7 +7,15 @@ import streamlit as st
 from app_pages import ui
 from specdec.errors import SpecDecError
 from specdec.lab import stack
-from specdec.lab.engine_words import engine_counts, llamacpp_lines, sglang_line, translations, trap_questions, vllm_line
+from specdec.lab.engine_words import (
+    engine_counts,
+    llamacpp_lines,
+    sglang_line,
+    translations,
+    trap_questions,
+    vllm_line,
+)
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 NOT_RUN_HERE = "Not run here: this server has no GPU and neither engine installed."
 
@@ -25,13 +33,14 @@ except SpecDecError as error:
     st.warning(str(error), icon=":material/info:")
     st.stop()
 target_name = pair.target.name
+# The bundled models as a user of another stack names them: the target's hub id, the exported draft.
+bundled_draft = pair.draft is not None and pair.draft.name == BUNDLED_DRAFT
+shown_assistant = "./smollm2-draft" if bundled_draft else assistant
+shown_target = "HuggingFaceTB/SmolLM2-135M-Instruct" if target_name == BUNDLED_TARGET else target_name
 
 st.subheader("transformers: assisted generation")
-shown_assistant = "./smollm2-draft" if assistant != stack.PROMPT_LOOKUP and pair.draft and \
-    pair.draft.name.startswith("bundled:") else assistant  # fmt: skip
-st.code(stack.transformers_code("HuggingFaceTB/SmolLM2-135M-Instruct" if target_name.startswith("bundled:")
-                                else target_name, shown_assistant, settings), language="python")  # fmt: skip
-if assistant != stack.PROMPT_LOOKUP and pair.draft and pair.draft.name.startswith("bundled:"):
+st.code(stack.transformers_code(shown_target, shown_assistant, settings), language="python")
+if bundled_draft:
     st.caption("`./smollm2-draft` is the trained draft as a standard transformers folder: "
                "`python -m specdec export-draft ./smollm2-draft` writes it (a full-vocabulary head, "
                "no specdec code needed to load it).")  # fmt: skip
@@ -64,23 +73,23 @@ else:
                "figure is one run on this server's CPU, timed one after another: expect noise.")  # fmt: skip
 
 st.subheader("vLLM")
-st.code(stack.vllm_command("HuggingFaceTB/SmolLM2-135M-Instruct" if target_name.startswith("bundled:")
-                           else target_name, shown_assistant, settings.gamma), language="bash")  # fmt: skip
+st.code(stack.vllm_command(shown_target, shown_assistant, settings.gamma), language="bash")
 st.caption(f"Needs a CUDA GPU (or vLLM's CPU build), vLLM, and the target and draft as transformers "
            f"folders or hub ids; `draft_model` drafts with a small model, `ngram` copies from the prompt, "
            f"`eagle` runs a feature head like this app's. {NOT_RUN_HERE}")  # fmt: skip
 
 st.subheader("llama.cpp")
-if target_name.startswith("bundled:"):
-    st.code(stack.DRAFT_GGUF_HINT + "\n" + stack.llamacpp_command(settings.gamma, f"./smollm2-draft/{stack.GGUF_NAME}"),
-            language="bash")  # fmt: skip
+if target_name == BUNDLED_TARGET:
+    draft_gguf = f"./smollm2-draft/{stack.GGUF_NAME}"
+    commands = stack.DRAFT_GGUF_HINT + "\n" + stack.llamacpp_command(settings.gamma, draft_gguf)
+    st.code(commands, language="bash")
     st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files: the target's is the "
                "bundled Q4_1 file, the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
                f"names, the target's tokenizer). llama.cpp drafts greedily and keeps drafts while they match "
                f"the target's sample. {NOT_RUN_HERE}")  # fmt: skip
 else:
-    st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, then "
-               "`llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)  # fmt: skip
+    st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, "
+               "then `llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)
 
 st.subheader("The engines' words")
 if run is None or not run.speculative.traces:

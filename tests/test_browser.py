@@ -48,7 +48,8 @@ def streamlit_server(env: dict[str, str], timeout: float = 90.0, start_script: b
 
     `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
     port = free_port()
-    options = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    options = ["--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.fileWatcherType", "none"]  # fmt: skip
     if start_script:
         command = ["./start.sh", *options]
     else:

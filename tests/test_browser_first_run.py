@@ -14,7 +14,16 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, metric, set_animation, step, streamlit_server, wait_idle
+from test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    browser_page,
+    metric,
+    set_animation,
+    step,
+    streamlit_server,
+    wait_idle,
+)
 
 from specdec.models.loading import COMPLETE_MARKER
 from specdec.paths import BUNDLED_TARGET
@@ -31,8 +40,9 @@ FIRST_PAGE_TIMEOUT_MS = 300_000  # the conversion takes ~20 s alone; a busy CI m
 def first_run(cache_root: Path) -> dict[str, float]:
     """Start ./start.sh with empty caches under `cache_root`, open the round view, step twice.
     Returns the seconds to the server's health answer, to the first page with models, and per Step."""
+    # Empty caches, and the default models whatever the test's environment says.
     env = {"SPECDEC_CACHE": str(cache_root / "specdec"), "HF_HOME": str(cache_root / "huggingface"),
-           "SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": ""}  # the defaults, whatever the test's env  # fmt: skip
+           "SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": ""}  # fmt: skip
     ARTIFACTS.mkdir(exist_ok=True)
     started = time.monotonic()
     with streamlit_server(env, timeout=600, start_script=True) as base, browser_page() as page:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import gguf
 import pytest
+import streamlit as st
 import torch
 from safetensors.torch import load_file
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from specdec.cli.main import main
@@ -167,7 +167,9 @@ def test_first_conversion_gives_the_gguf_tensors_exactly(empty_cache):
         "model.embed_tokens.weight": _dequantized(reader, "token_embd.weight"),  # Q8_0
         "model.layers.0.mlp.down_proj.weight": _dequantized(reader, "blk.0.ffn_down.weight"),  # Q4_1
         "model.layers.17.self_attn.v_proj.weight": _dequantized(reader, "blk.17.attn_v.weight"),
-        "model.layers.0.self_attn.q_proj.weight": _unpermute(_dequantized(reader, "blk.0.attn_q.weight"), heads),
+        "model.layers.0.self_attn.q_proj.weight": _unpermute(
+            _dequantized(reader, "blk.0.attn_q.weight"), heads
+        ),
         "model.layers.29.self_attn.k_proj.weight": _unpermute(
             _dequantized(reader, "blk.29.attn_k.weight"), kv_heads
         ),

@@ -39,8 +39,9 @@ def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dir
 
 def test_pair_check_says_which_models_can_draft(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, STACK)
-    for name, verdict in ((tiny_pair_dirs["padded_draft"], "success"), (tiny_pair_dirs["other_tokenizer"], "error"),
-                          ("no/such-model-anywhere", "error"), ("ngram", "success")):  # fmt: skip
+    cases = [(tiny_pair_dirs["padded_draft"], "success"), (tiny_pair_dirs["other_tokenizer"], "error"),
+             ("no/such-model-anywhere", "error"), ("ngram", "success")]  # fmt: skip
+    for name, verdict in cases:
         at.text_input[0].set_value(name)
         at.button[-1].click().run()
         assert_clean(at)

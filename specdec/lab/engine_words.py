@@ -102,7 +102,8 @@ def vllm_line(c: EngineCounts) -> str:
 
 def llamacpp_lines(c: EngineCounts) -> str:
     return (
-        f"draft acceptance rate = {c.acceptance_rate:0.5f} ({c.accepted:5d} accepted / {c.drafted:5d} generated)\n"
+        f"draft acceptance rate = {c.acceptance_rate:0.5f} "
+        f"({c.accepted:5d} accepted / {c.drafted:5d} generated)\n"
         f"statistics draft: #calls(b,g,a) = 1 {c.passes} {c.passes}, #gen drafts = {c.drafts}, "
         f"#acc drafts = {c.drafts_with_an_accept}, #gen tokens = {c.drafted}, #acc tokens = {c.accepted}"
     )

@@ -83,7 +83,8 @@ class StackRun:
     speculative: TimedRun  # specdec's run, for the engines' words
 
 
-def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int, options: dict) -> tuple[list[int], float]:
+def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int,
+                    options: dict) -> tuple[list[int], float]:
     torch.manual_seed(seed)  # transformers samples from the global generator
     start = time.perf_counter()
     with torch.inference_mode():
@@ -91,7 +92,8 @@ def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int, 
     return output[0, input_ids.shape[1]:].tolist(), time.perf_counter() - start
 
 
-def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings, lock=MODEL_LOCK) -> StackRun:
+def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings,
+                        lock=MODEL_LOCK) -> StackRun:
     """The page's live run: transformers' assisted generation with the exported draft beside specdec,
     each also without speculation, all on the same prompt and settings (a short warm-up first)."""
     assistant = assistant_for(pair)
@@ -160,7 +162,7 @@ def llamacpp_command(gamma: int, draft_gguf: str) -> str:
             f"  --draft-max {gamma} --draft-min 0 --draft-p-min 0.0 --temp 0")
 
 
-DRAFT_GGUF_HINT = f"python -m specdec export-draft ./smollm2-draft --gguf   # writes ./smollm2-draft/{GGUF_NAME}"
+DRAFT_GGUF_HINT = f"python -m specdec export-draft ./smollm2-draft --gguf  # ./smollm2-draft/{GGUF_NAME}"
 
 
 # -- can this model draft for the target? ---------------------------------------------------------
@@ -184,8 +186,8 @@ def check_drafter(pair: ModelPair, name: str) -> PairCheck:
         return PairCheck(True, "n-gram lookup copies the target's own tokens: it drafts for any target")
     if is_head(name):
         ok = target_name == BUNDLED_TARGET or not name.startswith("bundled:")
-        return PairCheck(ok, "a feature head has no tokenizer of its own: it reads the hidden states of "
-                             "the target it was trained on, and uses that target's embeddings and head")  # fmt: skip
+        return PairCheck(ok, "a feature head has no tokenizer of its own: it reads the hidden states "
+                             "of the target it was trained on, and uses that target's embeddings and head")
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name), local_files_only=True)
     except SpecDecError as error:

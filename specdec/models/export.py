@@ -66,11 +66,12 @@ def write_gguf(model: LlamaForCausalLM, path: Path) -> None:
     dropped = {gguf.Keys.General.SIZE_LABEL}
     writer = gguf.GGUFWriter(path, arch="llama")
     for field in target.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF.") or field.name in dropped:
-            continue
+        name = field.name
+        if name == gguf.Keys.General.ARCHITECTURE or name.startswith("GGUF.") or name in dropped:
+            continue  # the writer adds the architecture and the file's own header fields
         value_type = field.types[0]
         sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, replaced.get(field.name, field.contents()), value_type, sub_type=sub_type)
+        writer.add_key_value(name, replaced.get(name, field.contents()), value_type, sub_type=sub_type)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
     for name, tensor in model.state_dict().items():
         if name == "lm_head.weight":  # tied to the embeddings: llama.cpp reuses token_embd
