@@ -44,8 +44,10 @@ def draft_rows_one_by_one(
     step = 0
     while drafting:
         to_feed = {}
-        for row in drafting:
-            step_probs = warp_probs(logits[row], sampling)  # (1, vocab)
+        # One warp for every drafting row (it works row by row), then each row on its own.
+        warped = warp_probs(torch.cat([logits[row] for row in drafting]), sampling)  # (rows, vocab)
+        for i, row in enumerate(drafting):
+            step_probs = warped[i : i + 1]  # (1, vocab)
             confidence[row] *= float(step_probs.max())
             if confidence[row] < threshold and step > 0:  # the first draft is free to verify
                 stopped_at[row] = confidence[row]

@@ -110,9 +110,10 @@ def batch_speculative_rounds(
         target_verified = target.lengths
 
         # 3. Each row's verdict, by the single loop's rule, with the row's generator.
-        verdicts, expected, target_probs = [], [], []
-        for row, draft, row_logits in zip(rows, drafts, logits):
-            probs = warp_probs(row_logits, sampling)
+        verdicts, expected = [], []
+        # One warp over every row's positions (it works position by position), then per row.
+        target_probs = warp_probs(torch.cat(logits), sampling).split([len(tokens_fed) for tokens_fed in fed])
+        for row, draft, probs in zip(rows, drafts, target_probs):
             judged = probs[: len(draft.tokens)]
             if sampling.greedy:
                 verdicts.append(replace(greedy_accept(draft.tokens, draft.probs, probs), rule=rule.name))
@@ -120,7 +121,6 @@ def batch_speculative_rounds(
             else:
                 verdicts.append(rule.accept(draft.tokens, draft.probs, probs, generators[row]))
                 expected.append(rule.expected(draft.probs, judged))
-            target_probs.append(probs)
         verified = time.perf_counter()
 
         # 4. Emit, then roll both caches back per row to the context and its accepted drafts.
@@ -172,8 +172,8 @@ def batch_target_only_steps(
     while rows:
         start = time.perf_counter()
         logits = target.extend([[tokens[row][-1]] for row in rows])  # per row (1, vocab)
-        new = [int(sample(warp_probs(row_logits, sampling), sampling, generators[row]))
-               for row, row_logits in zip(rows, logits)]  # fmt: skip
+        probs = warp_probs(torch.cat(logits), sampling)  # (rows, vocab): the warp works row by row
+        new = [int(sample(probs[i : i + 1], sampling, generators[row])) for i, row in enumerate(rows)]
         finished = set()
         for row, token in zip(rows, new):
             tokens[row].append(token)
