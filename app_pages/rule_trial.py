@@ -11,7 +11,7 @@ from specdec.errors import SpecDecError
 from specdec.lab import charts, rules
 from specdec.models.pair import ModelPair
 
-DEFAULT_SAMPLES = 100  # with top-k 5: about 40 s on an idle 2-core machine (README)
+DEFAULT_SAMPLES = 150  # with top-k 5: well under a minute on the 2-core machine (README)
 QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
 
 
@@ -42,9 +42,10 @@ def trial_section(pair: ModelPair) -> None:
     prompt = st.session_state["prompt"]
     st.markdown(
         f"Many short samples of the sidebar's prompt (from *Round by round*) with drafter "
-        f"**{pair.drafter_name}**: each rule, and the target alone in two independent halves. How far "
-        "apart the halves fall (TV, averaged over re-splits of their outcomes) is the **noise floor**: "
-        "what sampling alone gives."
+        f"**{pair.drafter_name}**: each rule, and the target alone in two independent halves. In each "
+        "sample the draft proposes and the target scores once; every rule then judges those same drafts "
+        "with its own random draws. How far apart the target's halves fall (TV, averaged over re-splits "
+        "of their outcomes) is the **noise floor**: what sampling alone gives."
     )
     st.caption(f"Prompt: {prompt[:100]!r}")
     cols = st.columns(4)
@@ -77,7 +78,7 @@ def trial_section(pair: ModelPair) -> None:
             return
     if key not in results:
         st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
-                "of the target: about a minute at the default size).")  # fmt: skip
+                "of the target: well under a minute at the default size).")  # fmt: skip
         return
     trial, finished = results[key]
     rows = rules.trial_results(trial)

@@ -8,6 +8,7 @@ temperature sweep, and stage 3 of a round under each rule, with screenshots.
 from __future__ import annotations
 
 import json
+import re
 import time
 from urllib.parse import urlencode
 
@@ -33,6 +34,7 @@ pytestmark = [
 ]
 
 NUMBERS = ARTIFACTS / "rule-trial-numbers.json"
+RUN_FINISHED = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"  # the script stopped
 # Stage 3's opening words under each rule (temperature 1).
 RULE_TESTS = {
     "speculative": "keep x if u < min(1, p(x)/q(x))",
@@ -47,13 +49,29 @@ def test_rule_trial_page_and_each_rule_in_the_round_view():
     env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_CHAT": "1", "OMP_NUM_THREADS": "1"}
     numbers: dict[str, object] = {}
     with streamlit_server(env, timeout=180) as base, browser_page(height=2600) as page:
-        # 1. The page's default trial: the sidebar's first ready prompt, 100 samples, top-k 5, T = 1.
+        # 1. The page's default trial: the sidebar's first ready prompt, 150 samples, top-k 5, T = 1.
         page.goto(f"{base}/rule-trial")
         page.locator('[data-testid="stMainBlockContainer"] h1').first.wait_for()
         wait_idle(page)
+        # Stop part-way: what was measured stays on screen.
+        page.get_by_role("button", name="Put the rules on trial").click()
+        page.get_by_text(re.compile(r"[1-9]\d* of 150 samples of each kind")).wait_for(timeout=120_000)
+        main = page.get_by_test_id("stMainBlockContainer")
+        main.get_by_role("button", name="Stop", exact=True).first.click()
+        page.get_by_text(re.compile(r"Stopped after \d+ samples of each kind")).wait_for()
+        wait_idle(page)
+        assert page.get_by_text("Noise floor (two target-only halves)").count() == 1
+        numbers["stopped"] = page.get_by_text(re.compile("Stopped after")).first.inner_text()
+        shot(page, "rule-trial-stopped")
+        # The page's default run, in full.
         started = time.monotonic()
-        click_and_wait(page, "Put the rules on trial", "Noise floor (two target-only halves)")
+        page.get_by_role("button", name="Put the rules on trial").click()
+        page.get_by_text(re.compile(r"\d+ of 150 samples of each kind")).wait_for()  # the new run's progress
+        page.wait_for_function(RUN_FINISHED, timeout=240_000)
         numbers["default_trial_seconds"] = round(time.monotonic() - started, 1)
+        wait_idle(page)
+        assert not page.locator('[data-testid="stException"]').count()
+        assert page.get_by_text("Stopped after").count() == 0
         text = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
         floor = [line for line in text.splitlines() if line.startswith("Noise floor")]
         numbers["noise_floor_line"] = floor[0] if floor else None

@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--prompt", help="the prompt the rules are tried on (not with --sweep)")
     _add_model_arguments(rules)
     _add_run_arguments(rules, chat_default=True, exclude=("rule", "max_new_tokens"))
-    rules.add_argument("--samples", type=int, default=100,
-                       help="short samples of each rule and of each target-only half (default 100)")
+    rules.add_argument("--samples", type=int, default=150,
+                       help="short samples of each rule and of each target-only half (default 150)")
     rules.add_argument("--tokens", type=int, default=1, help="first tokens compared per sample, 1 to 4")
     rules.add_argument("--temperatures", help="comma-separated, e.g. 0,0.5,1: one trial each "
                        "(default: --temperature alone; with --sweep: 0,0.3,0.6,1,1.5)")

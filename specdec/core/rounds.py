@@ -14,7 +14,7 @@ import torch
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core import stopwatch
-from specdec.core.acceptance import RULES, Verdict, greedy_accept, greedy_expected
+from specdec.core.acceptance import RULES, Rule, Verdict, greedy_accept, greedy_expected
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Draft, Drafter
 from specdec.core.records import (
@@ -148,6 +148,18 @@ def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int
     return cap
 
 
+def judge(
+    rule: Rule, greedy: bool, draft: Draft, target_probs: torch.Tensor, generator: torch.Generator
+) -> tuple[Verdict, torch.Tensor]:
+    """Step 3 of a round: the rule's verdict on the drafts (at temperature 0, the greedy rule's), and
+    the chance it had of keeping each draft, from p and q (RoundTrace.expected_accept)."""
+    judged = target_probs[: len(draft.tokens)]  # p at the drafted positions
+    if greedy:
+        verdict = replace(greedy_accept(draft.tokens, draft.probs, target_probs), rule=rule.name)
+        return verdict, greedy_expected(draft.probs, judged)
+    return rule.accept(draft.tokens, draft.probs, target_probs, generator), rule.expected(draft.probs, judged)
+
+
 def speculative_rounds(
     target: CachedModel,
     drafter: Drafter,
@@ -192,13 +204,7 @@ def speculative_rounds(
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
         with stopwatch.stage(ACCEPT):
             target_probs = warp_probs(logits, sampling)
-            judged = target_probs[: len(draft.tokens)]  # p at the drafted positions
-            if sampling.greedy:
-                verdict = replace(greedy_accept(draft.tokens, draft.probs, target_probs), rule=rule.name)
-                expected = greedy_expected(draft.probs, judged)
-            else:
-                verdict = rule.accept(draft.tokens, draft.probs, target_probs, generator)
-                expected = rule.expected(draft.probs, judged)
+            verdict, expected = judge(rule, sampling.greedy, draft, target_probs, generator)
         verified = time.perf_counter()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()

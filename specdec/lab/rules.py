@@ -1,17 +1,23 @@
 """The rule on trial: every acceptance rule sampled on one prompt, against the target alone; and the
 exact rule's acceptance over a range of temperatures. No Streamlit here.
 
-A trial draws many short samples of each kind, each with its own seed: the target alone (twice, in
+A trial draws many short samples of each kind, each with its own seeds: the target alone (twice, in
 two independent halves: how far apart they fall, over re-splits of their outcomes, is the noise
-floor) and each rule. The
-prompt is read once; after every sample both caches roll back to it. A speculative sample is its
-first round (and more only if that emitted fewer than the tokens compared), so each sample tests the
-drafts at the same first position, where the rule's expected acceptance is one number.
+floor) and each rule. The prompt is read once; after every sample both caches roll back to it.
+
+A speculative sample is one round from the prompt: the draft proposes up to γ tokens and the target
+scores them in one pass, then every rule judges those same drafts with a generator of its own
+(core.rounds.judge, the round loop's own step). A rule's samples stay independent of each other, and
+the rules are compared on the same drafts; each rule's acceptance, tokens per pass and speed-up count
+that shared round's time. Where a rule's round emitted fewer tokens than are compared, it goes on
+alone through the round loop. Every sample starts at the same first position, where each rule's
+expected acceptance is one number.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -21,7 +27,8 @@ import torch
 
 from specdec.config import RULE_NAMES, SPECULATIVE, Settings
 from specdec.core.acceptance import RULES
-from specdec.core.rounds import target_only_steps
+from specdec.core.rounds import judge, target_only_steps
+from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK, locked_steps
 from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_floor
@@ -128,11 +135,9 @@ def _first_tokens(tokens: list[int], num_tokens: int) -> tuple[int, ...]:
     return tuple(tokens[:num_tokens])
 
 
-def _target_sample(models: RunModels, pair, prompt_ids, settings, num_tokens,
+def _target_sample(models: RunModels, pair, prompt_ids, sampling, generator, num_tokens,
                    lock) -> tuple[list[int], float]:  # fmt: skip
-    steps = target_only_steps(models.target, prompt_ids, settings.sampling,
-                              torch.Generator().manual_seed(settings.seed),
-                              num_tokens, pair.stop_token_ids)  # fmt: skip
+    steps = target_only_steps(models.target, prompt_ids, sampling, generator, num_tokens, pair.stop_token_ids)
     tokens, seconds = [], 0.0
     for step, step_seconds in locked_steps(steps, lock):
         tokens.append(step.token)
@@ -140,26 +145,46 @@ def _target_sample(models: RunModels, pair, prompt_ids, settings, num_tokens,
     return tokens, seconds
 
 
-def _rule_sample(models: RunModels, pair, prompt_ids, settings, num_tokens, tally: RuleTally, lock) -> None:
+def _count_round(tally: RuleTally, drafted: int, accepted: int, expected: list[float], emitted: int,
+                 seconds: float, first: bool) -> None:  # fmt: skip
+    tested = min(accepted + 1, drafted)
+    tally.rounds += 1
+    tally.seconds += seconds
+    tally.emitted += emitted
+    tally.drafted += drafted
+    tally.tested += tested
+    tally.accepted += accepted
+    tally.expected_accepted += sum(expected[:tested])
+    if first and drafted:
+        tally.first_tested += 1
+        tally.first_kept += accepted > 0
+        tally.first_expected = expected[0]
+
+
+def _shared_round(models: RunModels, prompt_ids, settings: Settings, generator, lock):
+    """Steps 1 and 2 of the round loop (core.rounds), once for every rule: up to γ drafts, one target
+    pass over them. -> (draft, p at the k + 1 positions, seconds)."""
+    threshold = settings.draft_threshold if settings.adaptive else 0.0
+    with lock:
+        start = time.perf_counter()
+        draft = models.drafter.propose(prompt_ids, settings.gamma, settings.sampling, generator, threshold)
+        logits = models.target.extend([prompt_ids[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
+        target_probs = warp_probs(logits, settings.sampling)
+        return draft, target_probs, time.perf_counter() - start
+
+
+def _go_on(models: RunModels, pair, tokens: list[int], settings: Settings, needed: int, tally: RuleTally,
+           lock) -> list[int]:  # fmt: skip
+    """A rule's run after its first round, through the round loop, until `needed` more tokens."""
     emitted = []
-    for index, (trace, seconds) in enumerate(locked_steps(
-            rounds(pair, prompt_ids, settings, models=models, detail=False), lock)):  # fmt: skip
-        tally.rounds += 1
-        tally.seconds += seconds
-        tally.emitted += len(trace.emitted_tokens)
-        tally.drafted += trace.num_drafted
-        tally.tested += trace.num_tested
-        tally.accepted += trace.num_accepted
-        tally.expected_accepted += sum(trace.expected_accept[: trace.num_tested])
-        if index == 0 and trace.num_drafted:
-            tally.first_tested += 1
-            tally.first_kept += trace.num_accepted > 0
-            tally.first_expected = trace.expected_accept[0]
+    more = replace(settings, max_new_tokens=max(settings.gamma, needed) + 1)
+    for trace, seconds in locked_steps(rounds(pair, tokens, more, models=models, detail=False), lock):
+        _count_round(tally, trace.num_drafted, trace.num_accepted, trace.expected_accept,
+                     len(trace.emitted_tokens), seconds, first=False)  # fmt: skip
         emitted += trace.emitted_tokens
-        if len(emitted) >= num_tokens:
+        if len(emitted) >= needed:
             break
-    tally.outcomes[_first_tokens(emitted, num_tokens)] += 1
-    tally.samples += 1
+    return emitted
 
 
 def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_samples: int,
@@ -175,7 +200,7 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
     if unknown:
         raise SpecDecError(f"unknown rule {unknown[0]!r}: use {', '.join(RULE_NAMES)}")
     # A round drafts up to γ: room for γ drafts and the target's own token, and for the tokens compared.
-    short = replace(settings, max_new_tokens=max(settings.gamma, num_tokens) + 1)
+    short = replace(settings, max_new_tokens=settings.gamma + 1)
     trial = Trial(num_tokens, settings, rules={rule: RuleTally(rule) for rule in rules})
     models = RunModels.of(pair)
     with lock:
@@ -187,18 +212,42 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
         models.target.rollback(read)
         models.drafter.rollback(read)
 
+    def seed_of(stream: int, i: int) -> int:
+        """Sample i's seed in a stream of its own: 0 and 1 the target halves, 2 the drafts, then one per
+        rule for its verdicts, then one per rule for rounds after the first."""
+        return settings.seed + stream * num_samples + i
+
+    def seeded(stream: int, i: int) -> torch.Generator:
+        return torch.Generator().manual_seed(seed_of(stream, i))
+
+    greedy, stops = settings.sampling.greedy, pair.stop_token_ids
     for i in range(num_samples):
         for half in (0, 1):
-            seeded = replace(short, seed=settings.seed + half * num_samples + i)
-            tokens, seconds = _target_sample(models, pair, prompt_ids, seeded, num_tokens, lock)
+            tokens, seconds = _target_sample(models, pair, prompt_ids, short.sampling, seeded(half, i),
+                                             num_tokens, lock)  # fmt: skip
             reset()
             trial.target.halves[half][_first_tokens(tokens, num_tokens)] += 1
             trial.target.tokens += len(tokens)
             trial.target.seconds += seconds
+        draft, target_probs, seconds = _shared_round(models, prompt_ids, short, seeded(2, i), lock)
+        kept = {}
         for number, rule in enumerate(rules):
-            seeded = replace(short, rule=rule, seed=settings.seed + (2 + number) * num_samples + i)
-            _rule_sample(models, pair, prompt_ids, seeded, num_tokens, trial.rules[rule], lock)
-            reset()
+            verdict, expected = judge(RULES[rule], greedy, draft, target_probs, seeded(3 + number, i))
+            emitted = [*draft.tokens[: verdict.num_accepted].tolist(), verdict.next_token]
+            stop = next((j for j, token in enumerate(emitted) if token in stops), None)
+            kept[rule] = (emitted if stop is None else emitted[: stop + 1], stop is not None)
+            _count_round(trial.rules[rule], len(draft.tokens), verdict.num_accepted, expected.tolist(),
+                         len(kept[rule][0]), seconds, first=True)  # fmt: skip
+        for number, (rule, (emitted, stopped)) in enumerate(kept.items()):
+            if len(emitted) < num_tokens and not stopped:  # compared tokens the first round did not give
+                reset()
+                alone = replace(short, rule=rule, seed=seed_of(3 + len(rules) + number, i))
+                emitted += _go_on(models, pair, prompt_ids + emitted, alone, num_tokens - len(emitted),
+                                  trial.rules[rule], lock)  # fmt: skip
+            tally = trial.rules[rule]
+            tally.outcomes[_first_tokens(emitted, num_tokens)] += 1
+            tally.samples += 1
+        reset()
         yield trial
 
 
