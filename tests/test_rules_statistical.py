@@ -76,7 +76,6 @@ def close_pair(tmp_path_factory):
     return ModelPair.load(str(root / "target"), str(root / "draft"))
 
 
-@pytest.mark.slow
 def test_the_trial_catches_the_lossy_rules_with_the_tiny_pair(close_pair):
     # At T = 2 with top-k 5 this prompt's first token has a moderate argmax the draft often proposes.
     settings = Settings(gamma=3, sampling=SamplingConfig(2.0, 5, 1.0))
