@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="speculative vs target-only vs Hugging Face, side by side")
     _add_model_arguments(bench)
-    _add_run_arguments(bench, chat_default=True)
+    _add_run_arguments(bench, chat_default=True, exclude=("rule",))  # bench measures the engine's own rule
     bench.add_argument("--prompt-set", action="append", type=Path,
                        help="a JSON prompt set (default: assets/prompts/code.json and prose.json)")
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
