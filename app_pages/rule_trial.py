@@ -165,17 +165,20 @@ def sweep_section(pair: ModelPair) -> None:
     } for row in summary], hide_index=True, width="stretch")  # fmt: skip
     ui.chart(charts.temperature_sweep_chart(summary))
     hot = [r for r in summary if r["temperature"] > 0]
-    if hot:
-        low = min(hot, key=lambda r: r["speedup"])
-        st.markdown(
-            f"Above temperature 0 the exact rule still accepts drafts and still speeds things up: its "
-            f"lowest speed-up here is **{low['speedup']:.2f}×** ({low['category']}, "
-            f"T = {low['temperature']:g}). "
-            "Acceptance moves with the temperature because p and q change shape with it, and the "
-            "overlap Σ min(p, q) predicts where it goes; nothing in the rule needs T = 0, and it is exact "
-            "at every temperature."
-        )
-
+    if not hot:
+        return
+    low = min(hot, key=lambda r: r["speedup"])
+    where = f"**{low['speedup']:.2f}×** ({low['category']}, T = {low['temperature']:g})"
+    alphas = [r["alpha"] for r in hot]
+    accepts = (f"Above temperature 0 the exact rule still accepts drafts (α {min(alphas):.2f} to "
+               f"{max(alphas):.2f}, where Σ min(p, q) puts it)")
+    speed = (f" and still speeds things up: its lowest speed-up here is {where}." if low["speedup"] >= 1
+             else f". Its lowest speed-up here is {where}: a speed-up needs acceptance high enough to pay "
+             "for the drafting, at any temperature (and few prompts of few tokens make these numbers noisy).")
+    st.markdown(
+        accepts + speed + " Acceptance moves with the temperature because p and q change shape with it; "
+        "nothing in the rule needs T = 0, and it is exact at every temperature."
+    )
 
 ui.init_state()
 st.session_state.setdefault("_rt_results", {})

@@ -621,13 +621,14 @@ def rule_trial_chart(rows: list[dict], noise_floor: float) -> go.Figure:
     fig = go.Figure()
     fig.add_vrect(x0=0, x1=noise_floor, fillcolor="#9e9e9e", opacity=0.18, line_width=0,
                   annotation_text="noise floor", annotation_position="top left")  # fmt: skip
-    for row in rows:
+    label_at = ["top center", "bottom center", "middle right", "middle left"]  # apart where points meet
+    for number, row in enumerate(rows):
         kind = "lossless" if row["lossless"] else "lossy"
         fig.add_scatter(x=[row["tv"]], y=[row["alpha"]], mode="markers+text",
                         name=f"{row['title']} ({kind})",
                         marker={"size": 16, "color": RULE_COLORS.get(row["rule"], THEORY_COLOR),
                                 "symbol": "circle" if row["lossless"] else "x"},
-                        text=[html.escape(row["title"])], textposition="top center",
+                        text=[html.escape(row["title"])], textposition=label_at[number % len(label_at)],
                         hovertemplate="TV %{x:.3f}, acceptance %{y:.2f}<extra></extra>")  # fmt: skip
     top = max([noise_floor, *(r["tv"] for r in rows)]) * 1.25 + 0.02
     fig.update_xaxes(range=[0, top], title_text="TV distance from the target's first tokens")
