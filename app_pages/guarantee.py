@@ -94,6 +94,9 @@ def sampled_outcomes(pair: ModelPair) -> None:
     base, prompt_ids = ui.require_prompt(pair, st.session_state["_gu_prompt"], chat, num_tokens + 1)
     # The engine's own rule here, whatever the sidebar's: the other rules are on trial on their own page.
     settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0), rule=SPECULATIVE)
+    if base.rule != SPECULATIVE:
+        st.caption("This section samples with speculative sampling, whatever the sidebar's rule: the "
+                   "other rules are tried on *The rule on trial*.")  # fmt: skip
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
     results = st.session_state["_gu_results"]
     if ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop"):

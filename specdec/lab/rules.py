@@ -199,7 +199,7 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
     unknown = [r for r in rules if r not in RULES]
     if unknown:
         raise SpecDecError(f"unknown rule {unknown[0]!r}: use {', '.join(RULE_NAMES)}")
-    # A round drafts up to γ: room for γ drafts and the target's own token, and for the tokens compared.
+    # Room for a first round of γ drafts and the target's own token (core.rounds leaves that room).
     short = replace(settings, max_new_tokens=settings.gamma + 1)
     trial = Trial(num_tokens, settings, rules={rule: RuleTally(rule) for rule in rules})
     models = RunModels.of(pair)
