@@ -89,7 +89,8 @@ if target_name == BUNDLED_TARGET:
                "the target's sample. Not run by this page. Run once through llama-cpp-python (2026-12-01, "
                "`scripts/llama_cpp_check.py`, README): the draft loaded and drafted, and ran at 0.19–0.38× "
                "the target alone, because llama.cpp's target reads 4-bit weights and this F32 draft reads "
-               "more bytes per token than it: speculation pays only where verifying is dear next to drafting.")
+               "more bytes per token than it: speculation pays only where verifying is dear next to "
+               "drafting.")
 else:
     st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, "
                "then `llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)
