@@ -8,7 +8,6 @@ prompt, so machine noise hits each alike. Only ratios measured in the same run a
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch
 from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
+from specdec.lab.stack import transformers_options
 from specdec.models.feature_head import is_head, shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
@@ -26,19 +26,7 @@ from specdec.models.runs import generate
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
-# transformers 5.24's assisted generation calls the assistant's generate() with a GenerationConfig
-# and, beside it, min_new_tokens / max_new_tokens (candidate_generator.py), and then warns about its
-# own call ("Passing `generation_config` together with generation-related arguments ... is
-# deprecated") once per process. Our call passes its arguments one way only; that line is dropped.
-OWN_CALL_WARNING = "Passing `generation_config` together with generation-related arguments"
 
-
-class _DropAssistantCallWarning(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(OWN_CALL_WARNING)
-
-
-logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantCallWarning())
 TARGET_ONLY, SPECULATIVE, HF_ASSISTED = "target only", "speculative", "HF assisted"
 
 
@@ -113,25 +101,13 @@ def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Setti
 
     transformers' runs use the same target model object, so the same matrix layout (core.matmul)."""
     model = pair.target.model
-    sampling = settings.sampling
-    options = {"max_new_tokens": settings.max_new_tokens, "do_sample": not sampling.greedy}
-    if not sampling.greedy:
-        options.update(temperature=sampling.temperature, top_k=sampling.top_k or None,
-                       top_p=sampling.top_p)
-    if pair.draft is None:
-        options.update(prompt_lookup_num_tokens=settings.gamma, max_matching_ngram_size=3)
-    else:
-        # A fixed γ, like ours (transformers otherwise adapts the number of drafted tokens).
-        pair.draft.model.generation_config.num_assistant_tokens = settings.gamma
-        pair.draft.model.generation_config.num_assistant_tokens_schedule = "constant"
-        pair.draft.model.generation_config.assistant_confidence_threshold = 0.0
-        options["assistant_model"] = pair.draft.model
+    draft = pair.draft.model if pair.draft is not None else None  # None: transformers' prompt lookup
+    options = transformers_options(settings, pair.target.tokenizer.eos_token_id, draft)
     input_ids = torch.tensor([prompt_ids], device=model.device)
     torch.manual_seed(settings.seed)  # transformers samples from the global generator
     start = time.perf_counter()
     with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                pad_token_id=pair.target.tokenizer.eos_token_id, **options)
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
     seconds = time.perf_counter() - start
     return output.shape[1] - input_ids.shape[1], seconds
 

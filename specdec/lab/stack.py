@@ -5,6 +5,7 @@ whether a model can draft for the target at all. No Streamlit here.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,19 @@ from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 PROMPT_LOOKUP = "prompt lookup"  # transformers' own n-gram drafter (prompt_lookup_num_tokens)
+# transformers 5.24's assisted generation calls the assistant's generate() with a GenerationConfig and,
+# beside it, min_new_tokens / max_new_tokens (candidate_generator.py), then warns about its own call
+# ("Passing `generation_config` together with generation-related arguments ... is deprecated") once
+# per process. transformers_options passes everything one way, in the GenerationConfig; that line goes.
+OWN_CALL_WARNING = "Passing `generation_config` together with generation-related arguments"
+
+
+class _DropAssistantCallWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(OWN_CALL_WARNING)
+
+
+logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantCallWarning())
 
 
 def assistant_for(pair: ModelPair) -> str:
