@@ -57,8 +57,8 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
                             "curve": [v for kind, v in items if kind == "cost"],
                             "finished": finished, "device": device_name(pair), "settings": settings}
 
-        ui.run_with_progress(batching.class_run(pair, prompts, settings, sizes), 3 * len(sizes), describe,
-                             "_bc_stop", save)  # fmt: skip
+        ui.run_with_progress(batching.class_run(pair, prompts, settings, sizes),
+                             batching.class_steps(settings, sizes), describe, "_bc_stop", save)  # fmt: skip
     return results.get(key)
 
 
@@ -94,6 +94,7 @@ def show(result: dict) -> None:
         "per row tok/s (target only)": round(r["per_row_target_only_tokens_per_second"], 1),
         "per row tok/s (speculative)": round(r["per_row_tokens_per_second"], 1),
         "target pass ms per row": round(r["pass_seconds_per_row"] * 1000, 1),
+        "rows per round": round(r["verify_pass_rows"], 1),
         "alpha": round(r["alpha"], 2),
         "tokens per pass": round(r["tokens_per_pass"], 2),
     } for r in rows], hide_index=True)  # fmt: skip

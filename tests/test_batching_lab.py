@@ -38,23 +38,30 @@ def test_fill_rows_repeats_prompts_to_whole_batches():
     assert batching.fill_rows(prompts, 1) == prompts
 
 
-def test_expected_ratio_reads_the_cost_of_its_own_batch_size():
+def curve_of(seconds, sizes=(4, 8)):
+    return [{"rows": b, "tokens_per_row": n, "tokens": b * n, "seconds": seconds(b, n)}
+            for b in sizes for n in (1, 5)]  # fmt: skip
+
+
+def test_expected_ratio_from_acceptance_and_the_cost_curve():
     """Flat passes (memory-bound): the ratio is tokens per round over (1 + drafting); a pass that costs
     in proportion to its tokens (compute-bound) leaves tokens per round / (k̄ + 1) at best."""
-    flat = [{"rows": 4, "tokens_per_row": n, "tokens": 4 * n, "seconds": 0.1} for n in (1, 5)]
     p = point(4, 1, 1, verify_pass_tokens=12.0, draft_seconds_per_round=0.0, tokens_per_pass=2.5)
-    assert batching.expected_ratio(p, flat) == pytest.approx(2.5)
-    steep = [{"rows": 4, "tokens_per_row": n, "tokens": 4 * n, "seconds": 0.1 * n} for n in (1, 5)]
+    assert batching.expected_ratio(p, curve_of(lambda b, n: 0.1)) == pytest.approx(2.5)
+    steep = curve_of(lambda b, n: 0.1 * n)
     assert batching.expected_ratio(p, steep) == pytest.approx(2.5 / 3)  # 12 tokens = 3 per row
-    # Another B's points are not read when this B has its own.
-    other = [{"rows": 8, "tokens_per_row": 1, "tokens": 8, "seconds": 9.0}]
-    assert batching.expected_ratio(p, flat + other) == pytest.approx(2.5)
+    # Rows that finished early: the rounds served 2 rows on average, for a pass that costs as much.
+    fewer = point(4, 1, 1, verify_pass_tokens=6.0, draft_seconds_per_round=0.0, tokens_per_pass=2.5,
+                  verify_pass_rows=2.0, target_pass_rows=4.0)  # fmt: skip
+    assert batching.expected_ratio(fewer, curve_of(lambda b, n: 0.1)) == pytest.approx(2.5 / 2)
 
 
-def test_interpolate_is_linear_and_clamped():
-    curve = [{"tokens": 1, "seconds": 1.0}, {"tokens": 5, "seconds": 3.0}]
-    assert batching.interpolate(curve, 3) == pytest.approx(2.0)
-    assert batching.interpolate(curve, 0.5) == 1.0 and batching.interpolate(curve, 9) == 3.0
+def test_cost_at_is_linear_in_tokens_then_rows_and_clamped():
+    curve = curve_of(lambda b, n: b * 1.0 + n * 10.0)
+    assert batching.cost_at(curve, 4, 3) == pytest.approx(34.0)
+    assert batching.cost_at(curve, 6, 1) == pytest.approx(16.0)
+    assert batching.cost_at(curve, 2, 9) == pytest.approx(54.0)  # clamped to B = 4, 5 tokens per row
+    assert batching.linear([(1, 1.0), (5, 3.0)], 3) == pytest.approx(2.0)
 
 
 def test_charts_take_data_and_return_figures():
@@ -67,7 +74,7 @@ def test_charts_take_data_and_return_figures():
     curve = [{"rows": b, "tokens_per_row": n, "tokens": b * n, "seconds": 0.01 * b * n ** 0.5}
              for b in (1, 2) for n in (1, 5)]  # fmt: skip
     cost = charts.batch_cost_chart(curve)
-    assert {t.name for t in cost.data} >= {"1 token per row (plain step)", "5 tokens per row (verify k+1)"}
+    assert {t.name for t in cost.data} >= {"1 token per row (plain step)", "5 per row (verify, k = 4)"}
     for r in rows:
         r["expected_ratio"] = 1.1
     ratio = charts.batch_ratio_chart(rows)

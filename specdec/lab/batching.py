@@ -47,6 +47,9 @@ class BatchPoint:
     tokens_per_pass: float  # per row and round: accepted drafts + 1 (summarize over all rows' traces)
     alpha: float
     single_sequence_seconds: float | None = None  # B = 1 only: the single-sequence loop, same rows
+    # Mean rows a pass served: below B once rows have finished (0: not measured, read as B).
+    target_pass_rows: float = 0.0
+    verify_pass_rows: float = 0.0
 
     @property
     def target_only_tokens_per_second(self) -> float:
@@ -111,6 +114,7 @@ def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Sett
     rows = fill_rows(prompts, batch_size)
     totals = {"target": [0, 0.0], "spec": [0, 0.0], "single": [0, 0.0]}
     target_passes, verify_passes, verify_tokens, draft_calls, traces = [], [], [], [], []
+    target_rows, verify_rows = [], []
     for number, start in enumerate(range(0, len(rows), batch_size)):
         batch = rows[start : start + batch_size]
         order = ["target", "spec"] + (["single"] if single else [])
@@ -127,8 +131,10 @@ def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Sett
             totals[kind][1] += result.wall_seconds
             if kind == "target":
                 target_passes += result.pass_seconds
+                target_rows += result.pass_rows
             else:
                 verify_passes += result.pass_seconds
+                verify_rows += result.pass_rows
                 verify_tokens += result.pass_tokens
                 draft_calls.append((result.draft_seconds, len(result.pass_seconds)))
                 traces += [trace for row_traces in result.rounds for trace in row_traces]
@@ -143,6 +149,8 @@ def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Sett
         draft_seconds_per_round=sum(s for s, _ in draft_calls) / max(sum(n for _, n in draft_calls), 1),
         tokens_per_pass=metrics.tokens_per_pass, alpha=metrics.alpha,
         single_sequence_seconds=totals["single"][1] if single else None,
+        target_pass_rows=sum(target_rows) / max(len(target_rows), 1),
+        verify_pass_rows=sum(verify_rows) / max(len(verify_rows), 1),
     )  # fmt: skip
 
 
@@ -183,32 +191,41 @@ def cost_curve(pair: ModelPair, batch_sizes, tokens_per_row: tuple[int, ...],
                    "seconds": pass_cost(pair, batch_size, count)}
 
 
-def interpolate(curve: list[dict], tokens: float) -> float:
-    """Pass seconds at `tokens` tokens, linear between the measured points (clamped at the ends;
-    where several batch shapes read the same number of tokens, the last measured counts)."""
-    points = sorted({row["tokens"]: row["seconds"] for row in curve}.items())
-    if tokens <= points[0][0]:
+def linear(points: list[tuple[float, float]], x: float) -> float:
+    """y at x, linear between the (x, y) points, clamped at the ends."""
+    points = sorted(points)
+    if x <= points[0][0]:
         return points[0][1]
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if tokens <= x1:
-            return y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return points[-1][1]
+
+
+def cost_at(curve: list[dict], rows: float, tokens_per_row: float) -> float:
+    """A pass's seconds for `rows` rows of `tokens_per_row` tokens: linear in the tokens per row
+    within each measured B, then linear in the rows between measured Bs (each clamped)."""
+    by_rows = {}
+    for row in curve:
+        by_rows.setdefault(row["rows"], []).append((row["tokens_per_row"], row["seconds"]))
+    return linear([(b, linear(points, tokens_per_row)) for b, points in by_rows.items()], rows)
 
 
 def expected_ratio(point: BatchPoint, curve: list[dict]) -> float:
     """Speculative over target-only tokens/s from the measured acceptance and the cost curve.
 
-    A target-only step makes one token per row for one pass over B tokens; a round makes
-    `tokens_per_pass` tokens per row for a drafting call and one pass over B (k̄ + 1) tokens:
-        ratio ≈ tokens_per_pass · cost(B) / (draft + cost(B (k̄ + 1))),
-    both costs read from the passes timed with B rows (1 and γ + 1 tokens each; linear between).
+    A target-only pass makes one token for each of its R rows; a round makes `tokens_per_pass` tokens
+    for each of its R' rows, for a drafting call d and one pass over k̄ + 1 tokens per row:
+        ratio ≈ tokens_per_pass · (R' / R) · cost(R, 1) / (d + cost(R', k̄ + 1)).
+    R and R' are the mean rows per pass (B until rows finish: speculative rows finish after different
+    numbers of rounds, so the last rounds serve fewer rows for nearly the price of all).
     """
-    mine = sorted((r for r in curve if r["rows"] == point.batch_size), key=lambda r: r["tokens"])
-    if len(mine) >= 2:  # this B's own passes: between 1 and γ + 1 tokens per row, linear in the tokens
-        plain, verify = mine[0]["seconds"], interpolate(mine, point.verify_pass_tokens)
-    else:
-        plain, verify = interpolate(curve, point.batch_size), interpolate(curve, point.verify_pass_tokens)
-    return point.tokens_per_pass * plain / (point.draft_seconds_per_round + verify)
+    plain_rows = point.target_pass_rows or point.batch_size
+    verify_rows = point.verify_pass_rows or point.batch_size
+    plain = cost_at(curve, plain_rows, 1)
+    verify = cost_at(curve, verify_rows, point.verify_pass_tokens / verify_rows)
+    round_seconds = point.draft_seconds_per_round + verify
+    return point.tokens_per_pass * (verify_rows / plain_rows) * plain / round_seconds
 
 
 def crossover(points: list[BatchPoint]) -> int | None:
@@ -219,11 +236,18 @@ def crossover(points: list[BatchPoint]) -> int | None:
 def class_run(pair: ModelPair, prompts: list[list[int]], settings: Settings,
               batch_sizes=BATCH_SIZES) -> Iterator[tuple[str, object]]:
     """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then ("cost", row)
-    per point of the cost curve (B rows of one token, and of γ + 1). len(batch_sizes) * 3 steps."""
+    per point of the cost curve: B rows of 1, 2, ... γ + 1 tokens each (class_steps in all). Every
+    count is timed, not interpolated: on a CPU the cost is far from smooth in the tokens (on the
+    2-core machine 4 rows × 3 tokens took 119 ms, 16 rows × 1 token 100 ms)."""
     for point in batch_sweep(pair, prompts, settings, batch_sizes):
         yield "batch", point
-    for row in cost_curve(pair, batch_sizes, (1, settings.gamma + 1)):
+    for row in cost_curve(pair, batch_sizes, tuple(range(1, settings.gamma + 2))):
         yield "cost", row
+
+
+def class_steps(settings: Settings, batch_sizes=BATCH_SIZES) -> int:
+    """How many items class_run yields."""
+    return len(batch_sizes) * (1 + settings.gamma + 1)
 
 
 def class_rows(points: list[BatchPoint], curve: list[dict]) -> list[dict]:

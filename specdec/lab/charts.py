@@ -686,7 +686,10 @@ def batch_throughput_chart(points: list[dict], crossover: int | None) -> go.Figu
     fig.update_yaxes(title_text="tokens/s, all rows")
     title = (f"Throughput: speculation stops paying at B = {crossover}" if crossover is not None
              else "Throughput: speculation still pays at every B measured")  # fmt: skip
-    return _layout(fig, title, height=360)
+    fig = _layout(fig, title, height=400)
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.25, "xanchor": "left", "yanchor": "top"},
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10})  # fmt: skip
+    return fig
 
 
 def batch_cost_chart(curve: list[dict]) -> go.Figure:
@@ -696,7 +699,8 @@ def batch_cost_chart(curve: list[dict]) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("ms per target pass", "ms per token in the pass"))
     for number, per_row in enumerate(sorted({r["tokens_per_row"] for r in curve})):
         mine = sorted((r for r in curve if r["tokens_per_row"] == per_row), key=lambda r: r["tokens"])
-        name = "1 token per row (plain step)" if per_row == 1 else f"{per_row} tokens per row (verify k+1)"
+        name = "1 token per row (plain step)" if per_row == 1 else \
+            f"{per_row} per row (verify, k = {per_row - 1})"
         color = PLAIN_COLOR if per_row == 1 else LANE_COLORS[number % len(LANE_COLORS)]
         custom = [r["rows"] for r in mine]
         per_pass, per_token = (lambda r: r["seconds"] * 1000), (lambda r: r["seconds"] * 1000 / r["tokens"])
@@ -713,9 +717,9 @@ def batch_cost_chart(curve: list[dict]) -> go.Figure:
         fig.add_scatter(x=tokens, y=[first["seconds"] * 1000 * n / first["tokens"] for n in tokens],
                         mode="lines", row=1, col=1, name="if ∝ tokens (compute-bound)",
                         line={"dash": "dot", "color": MUTED_COLOR})  # fmt: skip
-        ticks = [n for n in tokens if n & (n - 1) == 0]  # powers of two: labels that do not collide
+        ticks = [2**i for i in range(max(tokens).bit_length()) if 2**i <= max(tokens)]  # labels apart
         for col in (1, 2):
-            _log2_axis(fig, ticks, "tokens in one pass = B × tokens per row", row=1, col=col)
+            _log2_axis(fig, ticks, "tokens in the pass (B × tokens per row)", row=1, col=col)
         # The '∝ tokens' line climbs far above the measured passes: keep the axis on the measurements.
         fig.update_yaxes(range=[0, 1.3 * max(r["seconds"] for r in curve) * 1000], row=1, col=1)
     fig = _layout(fig, "What one target pass costs as rows are added", height=400)
