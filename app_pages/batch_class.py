@@ -100,16 +100,19 @@ def show(result: dict) -> None:
     } for r in rows], hide_index=True)  # fmt: skip
     if curve and all(r["expected_ratio"] is not None for r in rows):
         ui.chart(charts.batch_ratio_chart(rows), key="_bc_ratio")
-    explain(rows, curve, crossover, result["device"])
+    explain(rows, curve, crossover, result["device"], result["finished"])
 
 
-def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str) -> None:
+def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str, finished: bool) -> None:
     first, last = rows[0], rows[-1]
     text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** "
             f"the target alone; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. ")
     if crossover is not None:
         text += (f"It first falls below 1 at **B = {crossover}**: from there on, speculating makes this "
                  "server slower. ")
+    elif not finished:
+        text += ("It has not fallen below 1 in the batch sizes measured before the stop "
+                 f"(up to B = {last['batch_size']}). ")
     else:
         text += (f"It never fell below 1 up to B = {last['batch_size']}: the passes here are still far from "
                  "compute-bound, so the extra tokens of verification stay cheap (see the cost curve). ")
@@ -120,8 +123,10 @@ def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: 
             text += (f"A plain pass costs {per_token[0]:.1f} ms per row at B = {ones[0]['rows']} and "
                      f"{per_token[-1]:.1f} ms per row at B = {ones[-1]['rows']}: while rows are few the pass "
                      "is **memory-bound** (rows ride along almost free), and once they are many it is "
-                     "**compute-bound** (each token costs its own arithmetic). The expected ratio, "
-                     "tokens per round × cost(B) / (drafting + cost(B × (k̄ + 1))), reads that curve.")
+                     "**compute-bound** (each token costs its own arithmetic). The expected ratio reads "
+                     "that curve: tokens per round × cost(B rows × 1 token) / (drafting + cost(B rows × "
+                     "(k̄ + 1) tokens)), with B the rows a pass really served (speculative rows finish "
+                     "after different numbers of rounds, so the last rounds serve fewer rows).")
     st.markdown(text)
     st.markdown(
         "**In practice.** Hosted APIs speculate when load is low and a few users each want their answer "
