@@ -122,8 +122,8 @@ def test_greedy_rows_equal_plain_greedy_decoding(tiny_target, tiny_draft, vocab,
 
 
 def test_rows_leave_the_batch_and_the_others_go_on(tiny_target, tiny_draft, vocab):
-    """A row that emits the stop token leaves after that round, one with a smaller budget... all rows
-    share one budget, so a stop token is the way out early: make one row's third token the stop token."""
+    """All rows share one budget, so a stop token is the way out early: make the third token of one
+    row's greedy output the stop token. That row leaves after the round that emitted it; the others go on."""
     settings = Settings(3, GREEDY, 20, adaptive=False)
     plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPTS[1], GREEDY,
                                                 torch.Generator(), 20)]
