@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from specdec.config import SamplingConfig, Settings
-from specdec.core.acceptance import RULES, greedy_accept, greedy_expected
+from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
 from specdec.core.records import STOP_BUDGET, STOP_CAP, CacheLengths, RoundTrace
-from specdec.core.rounds import _cut_after_stop, _trace, next_draft_cap
+from specdec.core.rounds import _cut_after_stop, _trace, judge, next_draft_cap
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -110,17 +110,12 @@ def batch_speculative_rounds(
         target_verified = target.lengths
 
         # 3. Each row's verdict, by the single loop's rule, with the row's generator.
-        verdicts, expected = [], []
-        # One warp over every row's positions (it works position by position), then per row.
+        # One warp over every row's positions (it works position by position), then the single
+        # loop's step 3 (core.rounds.judge) for each row.
         target_probs = warp_probs(torch.cat(logits), sampling).split([len(tokens_fed) for tokens_fed in fed])
-        for row, draft, probs in zip(rows, drafts, target_probs):
-            judged = probs[: len(draft.tokens)]
-            if sampling.greedy:
-                verdicts.append(replace(greedy_accept(draft.tokens, draft.probs, probs), rule=rule.name))
-                expected.append(greedy_expected(draft.probs, judged))
-            else:
-                verdicts.append(rule.accept(draft.tokens, draft.probs, probs, generators[row]))
-                expected.append(rule.expected(draft.probs, judged))
+        judged = [judge(rule, sampling.greedy, draft, probs, generators[row])
+                  for row, draft, probs in zip(rows, drafts, target_probs)]  # fmt: skip
+        verdicts, expected = [v for v, _ in judged], [e for _, e in judged]
         verified = time.perf_counter()
 
         # 4. Emit, then roll both caches back per row to the context and its accepted drafts.
