@@ -109,9 +109,8 @@ def batch_speculative_rounds(
         logits = target.extend(fed)  # per row (k_r + 1, vocab)
         target_verified = target.lengths
 
-        # 3. Each row's verdict, by the single loop's rule, with the row's generator.
-        # One warp over every row's positions (it works position by position), then the single
-        # loop's step 3 (core.rounds.judge) for each row.
+        # 3. Each row's verdict: one warp over every row's positions (it works position by position),
+        #    then the single loop's step 3 (core.rounds.judge) with the row's own generator.
         target_probs = warp_probs(torch.cat(logits), sampling).split([len(tokens_fed) for tokens_fed in fed])
         judged = [judge(rule, sampling.greedy, draft, probs, generators[row])
                   for row, draft, probs in zip(rows, drafts, target_probs)]  # fmt: skip
@@ -120,8 +119,8 @@ def batch_speculative_rounds(
 
         # 4. Emit, then roll both caches back per row to the context and its accepted drafts.
         surviving, contexts, emitted, finished = [], [], [], set()
-        for row, verdict in zip(rows, verdicts):
-            accepted = drafts[len(contexts)].tokens[: verdict.num_accepted].tolist()
+        for row, draft, verdict in zip(rows, drafts, verdicts):
+            accepted = draft.tokens[: verdict.num_accepted].tolist()
             row_emitted, stopped = _cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
             contexts.append(len(tokens[row]))
             surviving.append(len(tokens[row]) + verdict.num_accepted)
