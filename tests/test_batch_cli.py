@@ -82,3 +82,14 @@ def test_generate_batch_bad_input(capsys, tiny_pair_dirs, tmp_path):
     lines.write_text("a\nb\n", encoding="utf-8")
     code, _, err = run_cli(capsys, "generate", "--prompt-file", lines, "--batch", *head)
     assert code == 2 and "feature head" in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_batch_without_speculation_is_plain_greedy_per_row(capsys, tiny_pair_dirs, tmp_path):
+    prompt_file = tmp_path / "prompts.txt"
+    prompt_file.write_text("def add(a, b):\nThe quick brown fox\n", encoding="utf-8")
+    common = ["generate", "--prompt-file", prompt_file, "--batch", "--json", "--temperature", "0",
+              "--max-new-tokens", "12", *tiny_args(tiny_pair_dirs)]
+    spec = [json.loads(line) for line in run_cli(capsys, *common)[1].splitlines()]
+    plain = [json.loads(line) for line in run_cli(capsys, *common, "--no-speculation")[1].splitlines()]
+    assert [r["token_ids"] for r in spec] == [r["token_ids"] for r in plain]
+    assert all(r["rounds"] == [] for r in plain) and all(r["rounds"] for r in spec)
