@@ -106,7 +106,8 @@ def show(result: dict) -> None:
 def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str, finished: bool) -> None:
     first, last = rows[0], rows[-1]
     text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** "
-            f"the target alone; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. ")
+            "the target alone" + (f"; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. "
+                                  if len(rows) > 1 else ". "))
     if crossover is not None:
         text += (f"It first falls below 1 at **B = {crossover}**: from there on, speculating makes this "
                  "server slower. ")
