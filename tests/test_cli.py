@@ -202,3 +202,23 @@ def test_assisted_runs_in_bench_print_no_transformers_warning(caplog, tiny_pair_
             gamma=3, sampling=SamplingConfig(temperature=temperature), max_new_tokens=6))  # fmt: skip
         assert tokens == 6
     assert not [r for r in caplog.records if r.name.startswith("transformers")]
+
+
+def test_bench_names_its_cpu_and_marks_the_default_row(capsys, tiny_pair_dirs, tmp_path, monkeypatch):
+    """Speed figures differ between CPU kinds: the report says which CPU, and which row is the default."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # as when measuring for a CPU without AVX-512
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):"]}))
+    args = ["bench", "--no-chat", "--prompt-set", prompt_set, "--max-new-tokens", "4", "--temperature", "0",
+            "--no-hf", "--target-model", tiny_pair_dirs["target"], "--drafter", "ngram"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *args, "--json")
+    assert code == 0
+    report = json.loads(out)
+    cpu = report["cpu"]
+    assert cpu["model"] and isinstance(cpu["avx512"], bool) and isinstance(cpu["amx"], bool)
+    assert cpu["kernels_held_to"] == {"ATEN_CPU_CAPABILITY": "avx2"}
+    # Not the bundled target, so the default drafter is n-gram lookup, with adaptive length.
+    assert report["default_method"] == "n-gram, adaptive"
+    code, out, _ = run_cli(capsys, *args)
+    assert out.startswith("cpu: ") and "kernels held to ATEN_CPU_CAPABILITY=avx2" in out.splitlines()[0]
+    assert any("n-gram, adaptive *" in line for line in out.splitlines())

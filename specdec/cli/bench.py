@@ -20,8 +20,8 @@ from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
 from specdec.lab.stack import transformers_options
 from specdec.models.feature_head import is_head, shipped_head_exists
-from specdec.models.loading import shipped_draft_exists
-from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
+from specdec.models.loading import cpu_description, shipped_draft_exists
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
 from specdec.models.runs import generate
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
@@ -68,6 +68,12 @@ def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
         if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter):
             methods.append(Method(fixed.hf_label(), HF_ASSISTED, drafter))
     return methods
+
+
+def default_method(methods: list[Method], drafter: str, adaptive: bool) -> str | None:
+    """The label of the row that decodes as `generate` does by default (its drafter and draft length)."""
+    return next((m.label for m in methods if m.kind == SPECULATIVE and m.drafter == drafter
+                 and m.adaptive == adaptive), None)  # fmt: skip
 
 
 def bench_drafters(pair: ModelPair) -> list[str]:
@@ -153,6 +159,7 @@ def run_bench_sets(
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))
     report = {
+        "cpu": cpu_description(),
         "target": pair.target.describe(),
         "drafters": {m.drafter_label: _describe_drafter(pair.with_drafter(m.drafter))
                      for m in methods if m.drafter},
@@ -165,6 +172,7 @@ def run_bench_sets(
         "chat": chat,
         "repeats": repeats,
         "methods": [m.label for m in methods],
+        "default_method": default_method(methods, default_drafter(pair.target.name), settings.adaptive),
         "sets": {},
     }
     for set_name, prompts in prompt_sets.items():
@@ -213,8 +221,13 @@ def run_bench_sets(
 
 
 def format_bench_table(report: dict) -> str:
-    width = max(29, *(len(label) for label in report["methods"]))
-    lines = [f"target: {report['target']}"]
+    width = max(29, *(len(label) + 2 for label in report["methods"]))  # + " *" on the default
+    cpu = report["cpu"]
+    extensions = [name for name in ("avx512", "avx512_bf16", "amx") if cpu[name]] or ["no AVX-512, no AMX"]
+    held = ", ".join(f"{k}={v}" for k, v in cpu["kernels_held_to"].items())
+    lines = [f"cpu: {cpu['model']} ({cpu['cores']} cores; {', '.join(extensions)})"
+             + (f"; kernels held to {held}" if held else ""),
+             f"target: {report['target']}"]  # fmt: skip
     lines += [f"drafter, {label}: {description}" for label, description in report["drafters"].items()]
     lines += [
         f"gamma={report['gamma']} draft_threshold={report['draft_threshold']} "
@@ -230,13 +243,15 @@ def format_bench_table(report: dict) -> str:
 
     for name, entry in report["sets"].items():
         for position, (label, row) in enumerate(entry["methods"].items()):
+            shown = label + (" *" if label == report["default_method"] else "")
             lines.append(" ".join([
-                f"{name if position == 0 else '':<11} {label:<{width}} {row['tokens_per_second']:>6.1f}",
+                f"{name if position == 0 else '':<11} {shown:<{width}} {row['tokens_per_second']:>6.1f}",
                 cell(row, "over_target_only", 8, "x"), cell(row, "over_hf_assisted", 6, "x"),
                 cell(row, "alpha", 6), cell(row, "drafted_per_round", 10), cell(row, "tokens_per_pass", 8),
                 cell(row, "theoretical_speedup", 7, "x"), cell(row, "theoretical_speedup_here", 6, "x"),
             ]))
     lines.append(
+        "*: the default (what generate does without --draft-model or --drafter). "
         "÷target: tokens/s over target-only's; ÷HF: over transformers' assisted generation with the same "
         "drafter and γ. theory: E[tokens/pass] / (k̄c + v) from the measured alpha, drafts per round and "
         "cost ratio c (one drafted token / one plain step), v = 1 as in the paper; here: with v "

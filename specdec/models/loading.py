@@ -42,13 +42,39 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPECDEC_CACHE", Path.home() / ".cache" / "specdec"))
 
 
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: nothing known
+        return ""
+
+
 def cpu_has_native_bf16() -> bool:
     """True on CPUs with bf16 dot-product instructions (AVX512-BF16, AMX), read from /proc/cpuinfo."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:  # not Linux: assume the common case, no native bf16
-        return False
+    flags = _cpuinfo().split()
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# Environment variables that hold PyTorch's, oneDNN's and MKL's kernels to an older instruction set
+# (the README's "Without AVX-512"): a measurement taken under them stands for a CPU without those.
+KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def cpu_description() -> dict:
+    """The CPU speed figures came from: its model name, whether it has AVX-512 (and bf16 in it) and
+    AMX, and any kernel caps set in the environment."""
+    text = _cpuinfo()
+    flags = set(text.split())
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                  if line.startswith("model name")), "unknown")  # fmt: skip
+    return {
+        "model": model,
+        "cores": os.cpu_count(),
+        "avx512": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx": any(flag.startswith("amx") for flag in flags),
+        "kernels_held_to": {name: os.environ[name] for name in KERNEL_CAPS if name in os.environ},
+    }
 
 
 def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
