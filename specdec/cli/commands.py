@@ -129,13 +129,18 @@ def run_bench(args: argparse.Namespace) -> None:
     pair = load_pair(args)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
                             with_hf=not args.no_hf, log=None if args.json else sys.stderr)
-    if args.json:
-        text = json.dumps(report, indent=2)
-        if args.output:
-            args.output.write_text(text + "\n", encoding="utf-8")
-        print(text)
-    else:
-        print(format_bench_table(report))
+    _print_report(report, args, format_bench_table)
+
+
+def _print_report(report: dict, args: argparse.Namespace, table) -> None:
+    """bench's report: JSON (and with --output, the same into a file), or `table(report)`."""
+    if not args.json:
+        print(table(report))
+        return
+    text = json.dumps(report, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n", encoding="utf-8")
+    print(text)
 
 
 def run_export_draft(args: argparse.Namespace) -> None:
@@ -151,13 +156,7 @@ def run_batch_bench_command(args: argparse.Namespace, settings) -> None:
     pair = load_pair(args)
     report = run_batch_bench(pair, prompt_sets, settings, args.chat, sizes,
                              log=None if args.json else sys.stderr)
-    if args.json:
-        text = json.dumps(report, indent=2)
-        if args.output:
-            args.output.write_text(text + "\n", encoding="utf-8")
-        print(text)
-    else:
-        print(format_batch_table(report))
+    _print_report(report, args, format_batch_table)
 
 
 def run_train_draft(args: argparse.Namespace) -> None:
