@@ -30,7 +30,7 @@ from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
 from specdec.core.records import STOP_BUDGET, STOP_CAP, CacheLengths, RoundTrace
-from specdec.core.rounds import _cut_after_stop, _trace, judge, next_draft_cap
+from specdec.core.rounds import cut_after_stop, judge, next_draft_cap, round_trace
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -105,7 +105,7 @@ def batch_speculative_rounds(
         drafted = time.perf_counter()
 
         # 2. Verify: one target pass over every row's [last token, x_1..x_k].
-        fed = [[tokens[row][-1], *draft.tokens.tolist()] for row, draft in zip(rows, drafts)]
+        fed = [[tokens[row][-1], *draft.tokens.tolist()] for row, draft in zip(rows, drafts, strict=True)]
         logits = target.extend(fed)  # per row (k_r + 1, vocab)
         target_verified = target.lengths
 
@@ -113,15 +113,15 @@ def batch_speculative_rounds(
         #    then the single loop's step 3 (core.rounds.judge) with the row's own generator.
         target_probs = warp_probs(torch.cat(logits), sampling).split([len(tokens_fed) for tokens_fed in fed])
         judged = [judge(rule, sampling.greedy, draft, probs, generators[row])
-                  for row, draft, probs in zip(rows, drafts, target_probs)]  # fmt: skip
+                  for row, draft, probs in zip(rows, drafts, target_probs, strict=True)]  # fmt: skip
         verdicts, expected = [v for v, _ in judged], [e for _, e in judged]
         verified = time.perf_counter()
 
         # 4. Emit, then roll both caches back per row to the context and its accepted drafts.
         surviving, contexts, emitted, finished = [], [], [], set()
-        for row, draft, verdict in zip(rows, drafts, verdicts):
+        for row, draft, verdict in zip(rows, drafts, verdicts, strict=True):
             accepted = draft.tokens[: verdict.num_accepted].tolist()
-            row_emitted, stopped = _cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
+            row_emitted, stopped = cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
             contexts.append(len(tokens[row]))
             surviving.append(len(tokens[row]) + verdict.num_accepted)
             tokens[row] += row_emitted
@@ -134,14 +134,15 @@ def batch_speculative_rounds(
         target_kept, draft_kept = target.lengths, drafter.cache_lengths
 
         traces = []
-        for i, (row, draft, verdict) in enumerate(zip(rows, drafts, verdicts)):
+        for i, (row, draft, verdict) in enumerate(zip(rows, drafts, verdicts, strict=True)):
             drafter_lengths = (None, None, None) if draft_kept is None else \
                 (draft_before[i], draft_drafted[i], draft_kept[i])
             caches = CacheLengths(target_before[i], target_verified[i], target_kept[i], *drafter_lengths)
             stop = STOP_BUDGET if draft.stop == STOP_CAP and ks[i] < caps[row] else draft.stop
-            traces.append(_trace(index, contexts[i], draft, target_probs[i] if detail else None, verdict,
-                                 emitted[i], drafted - start, verified - drafted, caches, caps[row], stop,
-                                 expected[i]))  # fmt: skip
+            shown_probs = target_probs[i] if detail else None
+            traces.append(round_trace(index, contexts[i], draft, shown_probs, verdict, emitted[i],
+                                      drafted - start, verified - drafted, caches, caps[row], stop,
+                                      expected[i]))  # fmt: skip
             if settings.adaptive:
                 caps[row] = next_draft_cap(caps[row], draft, verdict.num_accepted, gamma)
         yield BatchRound(index, list(rows), traces, drafted - start, verified - drafted,
@@ -169,7 +170,7 @@ def batch_target_only_steps(
         probs = warp_probs(torch.cat(logits), sampling)  # (rows, vocab): the warp works row by row
         new = [int(sample(probs[i : i + 1], sampling, generators[row])) for i, row in enumerate(rows)]
         finished = set()
-        for row, token in zip(rows, new):
+        for row, token in zip(rows, new, strict=True):
             tokens[row].append(token)
             if token in stop_token_ids or len(tokens[row]) - len(prompts[row]) >= max_new_tokens:
                 finished.add(row)

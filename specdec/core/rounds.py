@@ -57,7 +57,7 @@ def shown_distribution(
     return ShownDistribution(order, at(target_probs), at(draft_probs), at(residual))
 
 
-def _trace(
+def round_trace(
     index: int,
     context_length: int,
     draft: Draft,
@@ -131,7 +131,7 @@ def prefill(model: CachedModel, tokens: list[int], chunk_size: int = 0) -> Itera
         yield stop
 
 
-def _cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[int], bool]:
+def cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[int], bool]:
     for i, token in enumerate(tokens):
         if token in stop_token_ids:
             return tokens[: i + 1], True
@@ -208,7 +208,7 @@ def speculative_rounds(
         verified = time.perf_counter()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
-        emitted, stopped = _cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
+        emitted, stopped = cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
         context_length = len(tokens)
         tokens += emitted
         num_new += len(emitted)
@@ -224,7 +224,7 @@ def speculative_rounds(
         stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
         with stopwatch.stage(TRACE):
-            trace = _trace(
+            trace = round_trace(
                 index, context_length, draft, target_probs if detail else None, verdict,
                 emitted, drafted - start, verified - drafted, caches, cap, stop, expected,
             )  # fmt: skip
