@@ -82,7 +82,8 @@ def main() -> None:
         "exported draft": Llama(**common, draft_model=GGUFDraft(args.draft_gguf, args.gamma, args.threads)),
         "prompt lookup": Llama(**common, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=args.gamma)),
     }
-    print(f"llama-cpp-python, {args.threads} thread(s), greedy, {args.new_tokens} new tokens, γ = {args.gamma}")
+    print(f"llama-cpp-python, {args.threads} thread(s), greedy, {args.new_tokens} new tokens, "
+          f"γ = {args.gamma}")
     for llm in runners.values():  # the first generation allocates and faults in its buffers: not timed
         decode(llm, chat_prompt(llm, "Hello"), 8)
     for name in ("code", "prose", "summaries"):

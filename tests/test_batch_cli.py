@@ -63,7 +63,7 @@ def test_generate_batch_rows_equal_single_runs(capsys, tiny_pair_dirs, tmp_path)
     assert code == 0
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["prompt"] for r in records] == [0, 1, 2]
-    for record, prompt in zip(records, prompts):
+    for record, prompt in zip(records, prompts, strict=True):
         code, alone, _ = run_cli(capsys, "generate", "--prompt", prompt, *common)
         assert record["token_ids"] == json.loads(alone)["token_ids"]
         assert sum(len(r["emitted_tokens"]) for r in record["rounds"]) == len(record["token_ids"])

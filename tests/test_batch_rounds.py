@@ -47,7 +47,7 @@ def drafters(kind, draft_model, vocab, rows):
 def single_runs(target_model, make_drafter, vocab, prompts, settings, seeds, stop=frozenset()):
     return [list(speculative_rounds(CachedModel(target_model, vocab), make_drafter(), prompt, settings,
                                     torch.Generator().manual_seed(seed), stop, detail=False))
-            for prompt, seed in zip(prompts, seeds)]  # fmt: skip
+            for prompt, seed in zip(prompts, seeds, strict=True)]  # fmt: skip
 
 
 def batch_run(target_model, batch_drafter, vocab, prompts, settings, seeds, stop=frozenset()):
@@ -57,7 +57,7 @@ def batch_run(target_model, batch_drafter, vocab, prompts, settings, seeds, stop
     rounds = list(batch_speculative_rounds(target, batch_drafter, prompts, settings, generators, stop))
     per_row = [[] for _ in prompts]
     for batch_round in rounds:
-        for row, trace in zip(batch_round.rows, batch_round.traces):
+        for row, trace in zip(batch_round.rows, batch_round.traces, strict=True):
             per_row[row].append(trace)
     return per_row, rounds
 
@@ -112,7 +112,7 @@ def test_greedy_rows_equal_plain_greedy_decoding(tiny_target, tiny_draft, vocab,
                                     [torch.Generator() for _ in PROMPTS], 40)
     plain_batched = [[] for _ in PROMPTS]
     for step in steps:
-        for row, token in zip(step.rows, step.tokens):
+        for row, token in zip(step.rows, step.tokens, strict=True):
             plain_batched[row].append(token)
     for row, prompt in enumerate(PROMPTS):
         plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, GREEDY,
@@ -150,7 +150,7 @@ def test_ragged_caches_give_each_row_its_own_logits(tiny_target, vocab):
     fed = [[rows[0][-1], 11, 12, 13], [rows[1][-1], 21], [rows[2][-1], 31, 32]]
     batch.extend(fed)
     kept = [1, 1, 0]  # drafts each row keeps: one of three, its only one, none of two
-    lengths = [len(r) - 1 + k + 1 for r, k in zip(rows, kept)]
+    lengths = [len(r) - 1 + k + 1 for r, k in zip(rows, kept, strict=True)]
     batch.rollback(lengths)
     assert batch.lengths == lengths
     sequences = [rows[i] + fed[i][1 : kept[i] + 1] for i in range(3)]
@@ -201,7 +201,8 @@ def test_first_round_law_of_a_row_by_exact_enumeration(tiny_target, tiny_draft, 
     draft_q = drafts[row].probs[0]
     law = torch.zeros(vocab)
     for x in draft_q.nonzero().flatten().tolist():
-        fed = [[p[-1], int(d.tokens[0]) if i != row else x] for i, (p, d) in enumerate(zip(prompts, drafts))]
+        fed = [[p[-1], int(d.tokens[0]) if i != row else x]
+               for i, (p, d) in enumerate(zip(prompts, drafts, strict=True))]
         p = warp_probs(target.extend(fed)[row], warp)
         target.rollback([len(q) - 1 for q in prompts])
         accept = min(1.0, float(p[0, x] / draft_q[x]))

@@ -90,7 +90,7 @@ class BatchCachedModel:
             scores = self.head.logits(kept, self.vocab_size, self.in_columns)
         else:
             scores = self.model.get_output_embeddings()(kept)[:, : self.vocab_size].float().cpu()
-        return [part if count else None for part, count in zip(scores.split(counts), counts)]
+        return [part if count else None for part, count in zip(scores.split(counts), counts, strict=True)]
 
     def rollback(self, lengths: list[int]) -> None:
         """Row r forgets every token after its first `lengths[r]`; columns no row holds any more are

@@ -89,7 +89,7 @@ class BatchDrafter:
         """One draft per row (`num_tokens[row]` at most), the model's rows drafted together."""
         drafts: dict[int, Draft] = {}
         if self.lookup is not None:
-            for row, (token_ids, count) in enumerate(zip(rows_token_ids, num_tokens)):
+            for row, (token_ids, count) in enumerate(zip(rows_token_ids, num_tokens, strict=True)):
                 copied = self.lookup.propose(token_ids, count, sampling, generators[row])
                 if len(copied.tokens) or self.cached is None:
                     drafts[row] = copied

@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from itertools import pairwise
 
 import torch
 
@@ -196,7 +197,7 @@ def linear(points: list[tuple[float, float]], x: float) -> float:
     points = sorted(points)
     if x <= points[0][0]:
         return points[0][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+    for (x0, y0), (x1, y1) in pairwise(points):
         if x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return points[-1][1]

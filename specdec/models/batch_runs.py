@@ -91,7 +91,7 @@ def batch_generate(pair: ModelPair, prompts: list[list[int]], settings: Settings
     passes, rows, fed, drafting = [], [], [], 0.0
     if speculative:
         for batch_round in batch_rounds(pair, prompts, settings, seeds, detail):
-            for row, trace in zip(batch_round.rows, batch_round.traces):
+            for row, trace in zip(batch_round.rows, batch_round.traces, strict=True):
                 token_ids[row] += trace.emitted_tokens
                 traces[row].append(trace)
             passes.append(batch_round.verify_seconds)
@@ -102,7 +102,7 @@ def batch_generate(pair: ModelPair, prompts: list[list[int]], settings: Settings
                 on_tokens(sum(len(t.emitted_tokens) for t in batch_round.traces))
     else:
         for step in batch_target_steps(pair, prompts, settings, seeds):
-            for row, token in zip(step.rows, step.tokens):
+            for row, token in zip(step.rows, step.tokens, strict=True):
                 token_ids[row].append(token)
             passes.append(step.seconds)
             rows.append(len(step.rows))
