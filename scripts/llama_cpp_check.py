@@ -1,8 +1,8 @@
 """The exported draft in llama.cpp, run for real through llama-cpp-python (not part of the set-up).
 
-    python -m venv /tmp/llama && /tmp/llama/bin/pip install llama-cpp-python==0.3.36   # builds llama.cpp
+    python -m venv ~/llama-cpp && ~/llama-cpp/bin/pip install llama-cpp-python==0.3.36   # builds llama.cpp
     .venv/bin/python -m specdec export-draft ./smollm2-draft --gguf
-    /tmp/llama/bin/python scripts/llama_cpp_check.py --target-gguf <the bundled Q4_1 file> \
+    ~/llama-cpp/bin/python scripts/llama_cpp_check.py --target-gguf <the bundled Q4_1 file> \
         --draft-gguf ./smollm2-draft/SmolLM2-135M-Instruct-draft.F32.gguf
 
 For held-out prompts of three kinds, greedy, in the target's chat template: the target alone, the target
