@@ -4,6 +4,7 @@ single run, rows leave, ragged caches give each row its own logits, and T > 0 ke
 import pytest
 import torch
 from scipy.stats import chisquare
+from test_rounds import exact_target_law
 from tiny_models import perturbed_copy
 
 from specdec.config import SamplingConfig, Settings
@@ -173,19 +174,6 @@ def test_one_row_leaving_keeps_the_others_caches(tiny_target, vocab):
     assert torch.allclose(logits[1], single.extend(PROMPTS[2])[-1:], atol=1e-5)
 
 
-def exact_law(target_model, vocab, prompt, warp, length):
-    """The warped target's exact law of the next `length` tokens, by enumeration (top-k keeps it small)."""
-    law = {(): 1.0}
-    for _ in range(length):
-        longer = {}
-        for prefix, mass in law.items():
-            probs = warp_probs(CachedModel(target_model, vocab).extend([*prompt, *prefix])[-1:], warp)[0]
-            for token in probs.nonzero().flatten().tolist():
-                longer[(*prefix, token)] = mass * float(probs[token])
-        law = longer
-    return law
-
-
 def test_first_round_law_of_a_row_by_exact_enumeration(tiny_target, tiny_draft, vocab):
     """In a ragged batch, one row's first round: enumerate the draft's choices and the rule's outcomes
     exactly (min(1, p/q) and the residual, from the row's own p and q as the batch computed them) ->
@@ -210,7 +198,7 @@ def test_first_round_law_of_a_row_by_exact_enumeration(tiny_target, tiny_draft, 
         residual = torch.clamp(p[0] - draft_q, min=0)
         if residual.sum() > 0:
             law += draft_q[x] * (1 - accept) * residual / residual.sum()
-    exact = exact_law(tiny_target, vocab, prompts[row], warp, 1)
+    exact = exact_target_law(tiny_target, vocab, prompts[row], warp, 1)
     target_p = torch.zeros(vocab)
     for (token,), mass in exact.items():
         target_p[token] = mass
@@ -223,7 +211,7 @@ def test_rows_follow_the_target_law(tiny_target, tiny_draft, vocab):
     with the lookup and the model drafting) follow the target's exact law."""
     warp = SamplingConfig(temperature=1.0, top_k=3)
     prompt = [*PROMPTS[0][:3], *PROMPTS[0][:2]]  # the last two tokens occurred before: the lookup proposes
-    exact = exact_law(tiny_target, vocab, prompt, warp, 3)
+    exact = exact_target_law(tiny_target, vocab, prompt, warp, 3)
     settings = Settings(2, warp, 3, adaptive=False)
     counts, samples, batch_size = dict.fromkeys(exact, 0), 2000, 8
     others = [PROMPTS[1], PROMPTS[2], PROMPTS[3], PROMPTS[0]]
