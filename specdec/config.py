@@ -128,6 +128,9 @@ class HeadTrainingConfig:
     max_new_tokens: int = setting(160, "answer length cap while making data")
     generation_batch: int = setting(64, "answers sampled together (one data shard)")
     max_shards: int = setting(0, "use only the first N data shards (0 = all): for tiny test runs")
+    campaign: bool = setting(False, "train on the data campaign's answers and features (python -m specdec "
+                                    "campaign) instead of making answers to the draft's prompts")
+    answers: int = setting(0, "with --campaign: its first N answers only (0 = all): for the scaling curve")
     feature_batch: int = setting(16, "answers per teacher-forced pass that computes the target's features")
     batch_size: int = setting(8, "answers per training step")
     unroll: int = setting(3, "drafting steps trained per position (later ones read the head's own features)")
@@ -138,6 +141,10 @@ class HeadTrainingConfig:
     max_steps: int = setting(100_000, "training steps at most")
     eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")
     eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
+
+    def __post_init__(self) -> None:
+        if self.answers < 0 or (self.answers and not self.campaign):
+            raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,12 @@ from pathlib import Path
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 # Prompts no training run has seen (a test checks): what bench and the draft's figures measure on.
 HELD_OUT_PROMPT_SETS = {name: ASSETS / "prompts" / f"{name}.json"
-                        for name in ("code", "prose", "math", "questions", "summaries")}
+                        for name in ("code", "structured", "prose", "math", "questions", "summaries")}
 # The two a training run evaluates on as it goes (code, which the draft learned, and prose).
 TRAINING_EVAL_SETS = {name: HELD_OUT_PROMPT_SETS[name] for name in ("code", "prose")}
+
+# The data campaign's answers (token ids: small, kept with the project); `python -m specdec campaign`.
+CAMPAIGN_ANSWERS = ASSETS / "campaign"
 
 BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
 BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`

@@ -70,6 +70,22 @@ def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
     return methods
 
 
+def race_methods(drafters: list[str], adaptive: bool) -> list[Method]:
+    """Target-only, then each drafter at the run's one draft length: a shorter race between a few."""
+    length = "adaptive" if adaptive else "γ fixed"
+    return [Method(TARGET_ONLY, TARGET_ONLY)] + [
+        replace(method, label=f"{method.drafter_label}, {length}")
+        for method in (Method("", SPECULATIVE, drafter, adaptive=adaptive) for drafter in drafters)]
+
+
+def parse_race(text: str) -> list[str]:
+    """"ngram+bundled:A,bundled:B" -> the drafters' names; SpecDecError if empty or repeated."""
+    drafters = [word.strip() for word in text.split(",")]
+    if not all(drafters) or len(set(drafters)) < len(drafters):
+        raise SpecDecError(f"--race needs distinct drafter names separated by commas, got {text!r}")
+    return drafters
+
+
 def default_method(methods: list[Method], drafter: str, adaptive: bool) -> str | None:
     """The label of the row that decodes as `generate` does by default (its drafter and draft length)."""
     return next((m.label for m in methods if m.kind == SPECULATIVE and m.drafter == drafter
@@ -148,13 +164,15 @@ def run_bench_sets(
     repeats: int = 1,
     with_hf: bool = True,
     log: TextIO | None = None,
+    race: list[str] | None = None,
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
-    Every drafter is loaded once before the first timed run."""
-    drafters = bench_drafters(pair)
+    `race`: only these drafters, at the settings' draft length. Every drafter is loaded once before the
+    first timed run."""
+    drafters = race or bench_drafters(pair)
     for drafter in drafters:  # load each drafter once: later switches between them load nothing
         pair = pair.with_drafter(drafter)
-    methods = bench_methods(drafters, with_hf)
+    methods = race_methods(drafters, settings.adaptive) if race else bench_methods(drafters, with_hf)
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))

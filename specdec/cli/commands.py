@@ -16,6 +16,7 @@ from specdec.cli.bench import (
     format_bench_table,
     load_prompt_sets,
     parse_batch_sizes,
+    parse_race,
     run_batch_bench,
     run_bench_sets,
 )
@@ -126,9 +127,10 @@ def run_bench(args: argparse.Namespace) -> None:
         run_batch_bench_command(args, settings)
         return
     prompt_sets = load_prompt_sets(args.prompt_set)
+    race = parse_race(args.race) if args.race else None
     pair = load_pair(args)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
-                            with_hf=not args.no_hf, log=None if args.json else sys.stderr)
+                            with_hf=not args.no_hf, log=None if args.json else sys.stderr, race=race)
     _print_report(report, args, format_bench_table)
 
 
@@ -187,11 +189,39 @@ def run_train_head(args: argparse.Namespace) -> None:
         draft_layers = load_file(SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS)
         depth = json.loads((SHIPPED_DRAFT / "config.json").read_text())["num_hidden_layers"]
         config = replace(config, layers=depth)
-    teacher = load_model(BUNDLED_TARGET, fast=True)  # writes the answers: bf16 where that is faster
     target = load_model(BUNDLED_TARGET)  # what the head will read and draft for
+    # Writes the answers (bf16 where that is faster); the campaign's are written already.
+    teacher = target if config.campaign else load_model(BUNDLED_TARGET, fast=True)
     card = train_head(teacher, target, json.loads(tokens_file.read_text()), args.work_dir, args.output,
                       config, log=lambda line: tqdm.write(line, file=sys.stderr), draft_layers=draft_layers)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
+
+
+def run_campaign(args: argparse.Namespace) -> None:
+    from specdec.core.matmul import ROWS, set_layout
+    from specdec.models.loading import cpu_has_native_bf16, load_model
+    from specdec.training.campaign import campaign_features_folder, existing_shards, run_campaign
+
+    if args.answers < 1 or args.batch < 1 or args.max_new_tokens < 1:
+        raise SpecDecError("--answers, --batch and --max-new-tokens must be at least 1")
+    target = load_model(BUNDLED_TARGET, fast=True)
+    if target.device.type == "cuda" or cpu_has_native_bf16():
+        # Many rows at once: bf16 math in the usual layout runs fastest here (measured; the one-row
+        # layout a draft may get is slower for 64 rows).
+        set_layout(target.model, ROWS)
+        target.model.to(torch.bfloat16)
+    features_dir = args.features_dir or campaign_features_folder()
+    # The bar's rate and ETA count this run's shards only (initial: those made before).
+    with tqdm(total=-(-args.answers // args.batch), initial=existing_shards(args.answers_dir),
+              desc="campaign shards", unit="shard") as bar:
+        def progress(report: dict) -> None:
+            bar.n = report["shard"]
+            bar.set_postfix(tok_s=f"{report['answer_tokens_per_second']:.0f}")
+            bar.refresh()
+
+        summary = run_campaign(target, args.answers_dir, features_dir, args.answers, args.batch,
+                               args.max_new_tokens, minutes=args.minutes, progress=progress)
+    print(json.dumps({k: summary[k] for k in ("shards", "answers", "answer_positions", "kinds")}))
 
 
 def run_eval_draft(args: argparse.Namespace) -> None:

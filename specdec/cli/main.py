@@ -9,7 +9,7 @@ from pathlib import Path
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
 from specdec.config import DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS
 
 EXIT_BAD_INPUT = 2
 
@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a JSON prompt set (default: assets/prompts/code.json and prose.json)")
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
+    bench.add_argument("--race", help="only these drafters (names as --draft-model takes, separated by "
+                       "commas), each at one draft length (adaptive unless --no-adaptive), against the "
+                       "target alone")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
     bench.add_argument("--batch-sizes", help="instead: decode each set in batches of these sizes (e.g. "
                        "1,2,4,8,16), target-only and speculative with the same drafter (default set: code)")
@@ -91,6 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="data shards, features, evaluation set and checkpoints (resumable)")
     head.add_argument("--output", type=Path, default=Path("assets/feature_head"))
     add_config_arguments(head, HeadTrainingConfig)
+
+    campaign = commands.add_parser("campaign", help="the target answers many prompts of many kinds (training "
+                                   "data for the feature head, with its features); resumable")
+    campaign.add_argument("--answers", type=int, default=16_000,
+                          help="answers to reach in all (default 16000)")
+    campaign.add_argument("--minutes", type=float, help="stop after the shard under way when this much time "
+                          "has passed (run it again to go on)")
+    campaign.add_argument("--batch", type=int, default=64, help="answers sampled together: one shard (64)")
+    campaign.add_argument("--max-new-tokens", type=int, default=160, help="answer length cap (160)")
+    campaign.add_argument("--answers-dir", type=Path, default=CAMPAIGN_ANSWERS,
+                          help="the answers' token ids (small: kept with the project)")
+    campaign.add_argument("--features-dir", type=Path, help="the target's features (large; default: "
+                          "campaign-features in the specdec cache: ~/.cache/specdec or $SPECDEC_CACHE)")
 
     export = commands.add_parser("export-draft", help="the shipped draft as a standard transformers "
                                  "folder (and a GGUF file for llama.cpp)")
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.run_train_draft(args)
         elif args.command == "train-head":
             commands.run_train_head(args)
+        elif args.command == "campaign":
+            commands.run_campaign(args)
         else:
             commands.run_eval_draft(args)
         return 0

@@ -31,7 +31,8 @@ from specdec.core.feature_head import FeatureHead, head_config
 from specdec.errors import SpecDecError
 from specdec.models.feature_head import save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
-from specdec.paths import TRAINING_EVAL_SETS
+from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.training.campaign import campaign_features_folder, load_campaign
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.train import greedy_answer, learning_rate_factor, sampled_candidates, shard_progress
 
@@ -224,22 +225,31 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     work_folder.mkdir(parents=True, exist_ok=True)
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
 
-    bar, progress = shard_progress("target answers (data)")
-    with bar:
-        answers = make_shards(teacher, work_folder / "data", 1, config.generation_batch,
-                              config.max_new_tokens, 1, config.max_shards, progress)
-    bar, progress = shard_progress("target features (teacher forcing)")
-    with bar:
-        feature_shards = make_feature_shards(target, answers, config.feature_batch, bf16, progress)
-    examples = [e for path in feature_shards for e in torch.load(path, weights_only=False)]
+    if config.campaign:
+        examples = [FeatureExample(a.token_ids, a.features, a.answer_start)
+                    for a in load_campaign(CAMPAIGN_ANSWERS, campaign_features_folder(), config.answers)]
+        if not examples or (config.answers and len(examples) < config.answers):
+            raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
+                               "run `python -m specdec campaign` first (it also fills in missing features)")
+    else:
+        bar, progress = shard_progress("target answers (data)")
+        with bar:
+            answers = make_shards(teacher, work_folder / "data", 1, config.generation_batch,
+                                  config.max_new_tokens, 1, config.max_shards, progress)
+        bar, progress = shard_progress("target features (teacher forcing)")
+        with bar:
+            feature_shards = make_feature_shards(target, answers, config.feature_batch, bf16, progress)
+        examples = [e for path in feature_shards for e in torch.load(path, weights_only=False)]
     positions = sum(len(e.token_ids) - e.answer_start for e in examples)
     log(f"data: {len(examples)} answers, {positions} answer positions")
 
-    eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
+    # Every held-out kind (code, structured, prose, math, questions, summaries): the greedy answers are
+    # made once per work folder.
+    eval_path = work_folder / f"eval-{config.eval_tokens}-{'-'.join(HELD_OUT_PROMPT_SETS)}.pt"
     if not eval_path.exists():
         torch.save({name: make_eval_features(target, json.loads(path.read_text())["prompts"],
                                              config.eval_tokens)
-                    for name, path in TRAINING_EVAL_SETS.items()}, eval_path)
+                    for name, path in HELD_OUT_PROMPT_SETS.items()}, eval_path)
     eval_sets = torch.load(eval_path, weights_only=False)
 
     embed = target.model.get_input_embeddings()

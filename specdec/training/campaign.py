@@ -1,0 +1,228 @@
+"""The data campaign: many of the target's own answers, to prompts of many kinds, with its features.
+
+It works in shards of `batch` answers and resumes at the first missing one:
+- `answers-NNNN.safetensors` (kept with the project, `assets/campaign/`): the token ids the target
+  wrote (prompt and answer), each answer's kind and where it starts. A few hundred kilobytes a shard,
+  so the campaign survives a fresh checkout and goes on where it stopped.
+- `features-NNNN.safetensors` (the cache): the target's last hidden state (after its final norm) at
+  every position. They are captured while the target writes (a hook on that norm: no second pass);
+  a shard whose features are missing (another machine) gets them by one teacher-forced pass.
+
+The target samples at temperature 1 from its full distribution: the answers are its own text, the
+text a drafter will meet. Answers are sampled together in one left-padded batch per shard.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from specdec.models.loading import LoadedModel, cache_root
+from specdec.training.campaign_prompts import KINDS, campaign_prompt
+
+ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
+SUMMARY_FILE = "campaign.json"
+
+
+def campaign_features_folder() -> Path:
+    """The features: large (1.1 kB per position), so they live in the cache and are remade if absent."""
+    return cache_root() / "campaign-features"
+
+
+@dataclass
+class Answer:
+    """One prompt and the target's answer, with the target's features at every position (if loaded)."""
+
+    token_ids: torch.Tensor  # (length,) prompt (in the chat template) + answer
+    answer_start: int
+    kind: str
+    features: torch.Tensor | None = None  # (length, hidden), bf16
+
+
+@contextmanager
+def captured_features(model) -> Iterator[list[torch.Tensor]]:
+    """Every output of the model's final norm while the block runs: (batch, new positions, hidden)."""
+    outputs: list[torch.Tensor] = []
+    norm = model.get_decoder().norm
+    handle = norm.register_forward_hook(lambda _module, _inputs, output: outputs.append(
+        output.detach().to(torch.bfloat16).cpu()))
+    try:
+        yield outputs
+    finally:
+        handle.remove()
+
+
+@torch.inference_mode()
+def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_tokens: int, seed: int
+                 ) -> list[Answer]:
+    """The target answers (kind, prompt) pairs in one batch at temperature 1; each answer keeps its
+    features. The last token of a full-length answer was never read by the target (no features), so
+    it is dropped."""
+    tokenizer, model = target.tokenizer, target.model
+    encoded = [target.chat_ids(prompt) for _, prompt in prompts]
+    width = max(map(len, encoded))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    # Left padding, so that every answer starts at the same column.
+    input_ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded], device=target.device)
+    attention_mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded],
+                                  device=target.device)
+    torch.manual_seed(seed)  # transformers samples from the global generator
+    with captured_features(model) as outputs:
+        sequences = model.generate(input_ids, attention_mask=attention_mask, do_sample=True, temperature=1.0,
+                                   top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)
+    features = torch.cat(outputs, dim=1)  # (batch, every column the target read, hidden)
+    eos = {tokenizer.eos_token_id}
+    answers = []
+    for row, ((kind, _), prompt_ids) in enumerate(zip(prompts, encoded, strict=True)):
+        answer = sequences[row, width:].tolist()
+        length = next((i + 1 for i, t in enumerate(answer) if t in eos), len(answer))
+        read = features.shape[1] - width  # answer tokens the target read back
+        length = min(length, read)
+        start = width - len(prompt_ids)
+        answers.append(Answer(torch.tensor(prompt_ids + answer[:length]), len(prompt_ids), kind,
+                              features[row, start : width + length].clone()))
+    return answers
+
+
+def save_answers(answers: list[Answer], path: Path, metadata: dict[str, str]) -> None:
+    """Token ids of a shard, concatenated, with each answer's length, start and kind; written whole or not
+    at all."""
+    tensors = {
+        "token_ids": torch.cat([a.token_ids for a in answers]).to(torch.int32),
+        "lengths": torch.tensor([len(a.token_ids) for a in answers], dtype=torch.int32),
+        "answer_starts": torch.tensor([a.answer_start for a in answers], dtype=torch.int32),
+        "kinds": torch.tensor([KINDS.index(a.kind) for a in answers], dtype=torch.int8),
+    }
+    _save_whole(tensors, path, metadata)
+
+
+def save_features(answers: list[Answer], path: Path) -> None:
+    _save_whole({"features": torch.cat([a.features for a in answers])}, path, {})
+
+
+def _save_whole(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    partial = path.with_suffix(".partial")
+    save_file(tensors, partial, metadata=metadata)
+    partial.rename(path)  # a shard is whole or absent
+
+
+def load_answers(path: Path, features_path: Path | None = None) -> list[Answer]:
+    stored = load_file(path)
+    features = load_file(features_path)["features"] if features_path else None
+    answers, offset = [], 0
+    for length, start, kind in zip(stored["lengths"].tolist(), stored["answer_starts"].tolist(),
+                                   stored["kinds"].tolist(), strict=True):
+        answers.append(Answer(stored["token_ids"][offset : offset + length].long(), start, KINDS[kind],
+                              None if features is None else features[offset : offset + length]))
+        offset += length
+    return answers
+
+
+@torch.inference_mode()
+def teacher_forced_features(target: LoadedModel, answers: list[Answer], batch_size: int = 16) -> None:
+    """Fill in each answer's features by reading it whole (for shards written on another machine)."""
+    from specdec.training.feature_head import target_features
+
+    for first in range(0, len(answers), batch_size):
+        group = answers[first : first + batch_size]
+        bf16 = target.model.dtype == torch.bfloat16
+        for answer, features in zip(group, target_features(target.model, [a.token_ids for a in group], bf16),
+                                    strict=True):
+            answer.features = features
+
+
+def shard_paths(answers_folder: Path, features_folder: Path, index: int) -> tuple[Path, Path]:
+    return answers_folder / ANSWERS_PATTERN.format(index), features_folder / FEATURES_PATTERN.format(index)
+
+
+def existing_shards(answers_folder: Path) -> int:
+    """How many shards exist from the first on, without a gap."""
+    count = 0
+    while (answers_folder / ANSWERS_PATTERN.format(count)).exists():
+        count += 1
+    return count
+
+
+def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Path, total_answers: int,
+                 batch: int, max_new_tokens: int, seed: int = 0, minutes: float | None = None,
+                 progress: Callable[[dict], None] | None = None) -> dict:
+    """Write shards until `total_answers` answers exist (or `minutes` have passed: the shard under way
+    finishes); fill in any missing features first. Returns the campaign's summary (also written beside
+    the answers)."""
+    answers_folder.mkdir(parents=True, exist_ok=True)
+    features_folder.mkdir(parents=True, exist_ok=True)
+    shards = -(-total_answers // batch)
+    summary = read_summary(answers_folder) or {"seed": seed, "batch": batch, "max_new_tokens": max_new_tokens,
+                                               "generation_seconds": 0.0, "generated_positions": 0}
+    if (summary["seed"], summary["batch"], summary["max_new_tokens"]) != (seed, batch, max_new_tokens):
+        from specdec.errors import SpecDecError
+
+        raise SpecDecError(f"{answers_folder} holds a campaign with seed {summary['seed']}, batch "
+                           f"{summary['batch']} and {summary['max_new_tokens']} new tokens: go on with "
+                           "those, or use another folder")
+    done = existing_shards(answers_folder)
+    for index in range(done):  # features made elsewhere are not here: read those answers once
+        answers_path, features_path = shard_paths(answers_folder, features_folder, index)
+        if not features_path.exists():
+            answers = load_answers(answers_path)
+            teacher_forced_features(target, answers)
+            save_features(answers, features_path)
+    started = time.perf_counter()
+    for index in range(done, shards):
+        if minutes is not None and time.perf_counter() - started > minutes * 60:
+            break
+        prompts = [campaign_prompt(i, seed) for i in range(index * batch, (index + 1) * batch)]
+        shard_start = time.perf_counter()
+        answers = answer_batch(target, prompts, max_new_tokens, seed=seed * 1_000_003 + index)
+        seconds = time.perf_counter() - shard_start
+        answers_path, features_path = shard_paths(answers_folder, features_folder, index)
+        save_features(answers, features_path)  # features first: answers without them are refilled
+        save_answers(answers, answers_path, {"seconds": f"{seconds:.2f}", "dtype": str(target.model.dtype)})
+        summary["generation_seconds"] += seconds
+        summary["generated_positions"] += sum(len(a.token_ids) - a.answer_start for a in answers)
+        summary |= shard_counts(answers_folder)
+        write_summary(answers_folder, summary)
+        if progress:
+            rate = summary["generated_positions"] / summary["generation_seconds"]
+            progress({"shard": index + 1, "shards": shards, "seconds": seconds,
+                      "answer_tokens_per_second": rate})
+    return summary
+
+
+def shard_counts(answers_folder: Path) -> dict:
+    """Answers, answer positions and answers per kind over every shard there."""
+    counts = {"shards": 0, "answers": 0, "answer_positions": 0, "kinds": dict.fromkeys(KINDS, 0)}
+    for index in range(existing_shards(answers_folder)):
+        stored = load_file(answers_folder / ANSWERS_PATTERN.format(index))
+        counts["shards"] += 1
+        counts["answers"] += len(stored["lengths"])
+        counts["answer_positions"] += int((stored["lengths"] - stored["answer_starts"]).sum())
+        for kind in stored["kinds"].tolist():
+            counts["kinds"][KINDS[kind]] += 1
+    return counts
+
+
+def read_summary(answers_folder: Path) -> dict | None:
+    path = answers_folder / SUMMARY_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_summary(answers_folder: Path, summary: dict) -> None:
+    (answers_folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def load_campaign(answers_folder: Path, features_folder: Path, answers: int = 0) -> list[Answer]:
+    """The first `answers` answers (0: all) with their features, in campaign order."""
+    loaded: list[Answer] = []
+    for index in range(existing_shards(answers_folder)):
+        if answers and len(loaded) >= answers:
+            break
+        loaded += load_answers(*shard_paths(answers_folder, features_folder, index))
+    return loaded[:answers] if answers else loaded

@@ -1,0 +1,125 @@
+"""The data campaign: its prompts, its shards (features captured while writing), resuming, refilling."""
+
+import copy
+import json
+import re
+from collections import Counter
+
+import pytest
+import torch
+
+from specdec.config import HeadTrainingConfig
+from specdec.errors import SpecDecError
+from specdec.models.loading import LoadedModel
+from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.training import campaign
+from specdec.training.campaign import (
+    existing_shards,
+    load_answers,
+    load_campaign,
+    read_summary,
+    run_campaign,
+    shard_paths,
+)
+from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prompt
+from specdec.training.feature_head import target_features
+
+PROMPTS = [campaign_prompt(index) for index in range(4000)]
+
+
+def test_a_prompt_depends_only_on_its_index_and_seed():
+    assert campaign_prompt(123) == PROMPTS[123]  # not on what was asked before
+    assert campaign_prompt(123, seed=1) != PROMPTS[123]
+    counts = Counter(kind for kind, _ in PROMPTS)
+    for kind, weight in KIND_WEIGHTS.items():
+        assert abs(counts[kind] / len(PROMPTS) - weight) < 0.03, kind
+    assert len({prompt for _, prompt in PROMPTS}) > 0.7 * len(PROMPTS)  # few repeats
+
+
+def test_no_held_out_prompt_or_passage_is_in_the_campaign():
+    prompts = {prompt for _, prompt in PROMPTS}
+    campaign_text = "\n".join(prompts)
+    for path in HELD_OUT_PROMPT_SETS.values():
+        for held_out in json.loads(path.read_text())["prompts"]:
+            assert held_out not in prompts
+            # Nor any sentence of it (the summaries' passages): 40 characters or more, word for word.
+            for sentence in re.split(r"(?<=[.!?:])\s+", held_out):
+                if len(sentence) >= 40:
+                    assert sentence not in campaign_text, sentence
+
+
+def test_the_kept_answers_answer_the_prompts_the_generator_makes_today():
+    """The shards kept with the project were written for campaign_prompt(i): if the generator changed,
+    a resumed campaign would number its prompts differently from the answers already kept."""
+    if not existing_shards(CAMPAIGN_ANSWERS):
+        pytest.skip("no campaign shards here")
+    from transformers import AutoTokenizer
+
+    from specdec.models.loading import bundled_target_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(bundled_target_folder())
+    summary = read_summary(CAMPAIGN_ANSWERS)
+    last = existing_shards(CAMPAIGN_ANSWERS) - 1
+    for shard in sorted({0, last}):
+        answers = load_answers(shard_paths(CAMPAIGN_ANSWERS, CAMPAIGN_ANSWERS, shard)[0])
+        for row in (0, len(answers) - 1):
+            kind, prompt = campaign_prompt(shard * summary["batch"] + row, summary["seed"])
+            answer = answers[row]
+            assert answer.kind == kind
+            assert prompt in tokenizer.decode(answer.token_ids[: answer.answer_start])
+
+
+def short_prompt(index: int, seed: int = 0) -> tuple[str, str]:
+    """The campaign's prompt, cut to fit the tiny model's 256 positions (its tokenizer is byte-level)."""
+    kind, prompt = campaign_prompt(index, seed)
+    return kind, prompt[:60]
+
+
+@pytest.fixture
+def chat_target(tiny_target, tokenizer, monkeypatch):
+    monkeypatch.setattr(campaign, "campaign_prompt", short_prompt)
+    tokenizer = copy.deepcopy(tokenizer)  # with a chat template of its own
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} = {% endfor %}"
+    return LoadedModel("tiny", tiny_target, tokenizer)
+
+
+def test_shards_keep_answers_and_the_features_the_target_had_while_writing(chat_target, tmp_path):
+    answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
+    summary = run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3,
+                           max_new_tokens=12)
+    assert summary["shards"] == 2 and summary["answers"] == 6
+    assert sum(summary["kinds"].values()) == 6 and set(summary["kinds"]) == set(KINDS)
+    answers = load_campaign(answers_dir, features_dir)
+    assert [a.kind for a in answers] == [campaign_prompt(i)[0] for i in range(6)]
+    for index, answer in enumerate(answers):
+        prompt_ids = chat_target.chat_ids(short_prompt(index)[1])
+        assert answer.token_ids[: answer.answer_start].tolist() == prompt_ids
+        assert answer.features.shape == (len(answer.token_ids), chat_target.model.config.hidden_size)
+        # Captured in a left-padded batch while sampling = one teacher-forced pass over the answer alone.
+        read_whole = target_features(chat_target.model, [answer.token_ids])[0]
+        assert torch.allclose(answer.features.float(), read_whole.float(), atol=0.05, rtol=0.02)
+    # Negative control: features one position off do not pass that comparison.
+    read_whole = target_features(chat_target.model, [answers[0].token_ids])[0]
+    assert not torch.allclose(answers[0].features[1:].float(), read_whole[:-1].float(), atol=0.05, rtol=0.02)
+
+
+def test_a_campaign_resumes_and_refills_missing_features(chat_target, tmp_path):
+    answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8)
+    first = (answers_dir / "answers-0000.safetensors").read_bytes()
+    kept_features = load_campaign(answers_dir, features_dir)[1].features
+    shard_paths(answers_dir, features_dir, 0)[1].unlink()  # as on a machine that has only the answers
+    summary = run_campaign(chat_target, answers_dir, features_dir, total_answers=8, batch=2, max_new_tokens=8)
+    assert summary["answers"] == 8 and existing_shards(answers_dir) == 4
+    assert (answers_dir / "answers-0000.safetensors").read_bytes() == first  # kept, not rewritten
+    refilled = load_campaign(answers_dir, features_dir)[1].features
+    assert torch.allclose(refilled.float(), kept_features.float(), atol=0.05, rtol=0.02)
+    assert len(load_campaign(answers_dir, features_dir, answers=3)) == 3
+    with pytest.raises(SpecDecError, match="batch 2"):  # another batch size would renumber the prompts
+        run_campaign(chat_target, answers_dir, features_dir, total_answers=12, batch=4, max_new_tokens=8)
+
+
+def test_answers_is_a_campaign_setting():
+    with pytest.raises(SpecDecError, match="--campaign"):
+        HeadTrainingConfig(answers=100)
+    assert HeadTrainingConfig(campaign=True, answers=100).answers == 100
