@@ -158,6 +158,21 @@ def test_feature_head_folder_drafts_exactly_and_is_benched(capsys, tiny_pair_dir
         "n-gram, then head, adaptive"]
 
 
+def test_bench_race_runs_only_the_named_drafters(capsys, tiny_pair_dirs, tmp_path):
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    race = f"ngram+{tiny_pair_dirs['head']},{tiny_pair_dirs['draft']}"
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race", race,
+                           "--max-new-tokens", "8", "--target-model", tiny_pair_dirs["target"])
+    assert code == 0
+    methods = json.loads(out)["sets"]["mini"]["methods"]
+    assert list(methods) == ["target only", "n-gram, then head, adaptive", "draft model, adaptive"]
+    assert all(0 <= row["alpha"] <= 1 for label, row in methods.items() if label != "target only")
+    code, _, err = run_cli(capsys, "bench", "--race", "ngram,ngram", "--target-model",
+                           tiny_pair_dirs["target"])
+    assert code == 2 and "--race" in err
+
+
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))

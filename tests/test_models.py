@@ -102,6 +102,19 @@ def test_cpu_target_is_fp32_and_draft_bf16_only_where_the_cpu_has_bf16_math(monk
     assert models.pick_device(fast=True) == (cpu, torch.float32)
 
 
+def test_kernels_held_below_bf16_read_as_a_cpu_without_bf16_math(monkeypatch):
+    monkeypatch.setattr(models, "_cpuinfo", lambda: "flags : avx2 avx512f avx512_bf16")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert models.cpu_has_native_bf16()
+    for held in ("AVX2", "avx512_core"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", held)
+        assert not models.cpu_has_native_bf16()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert models.cpu_has_native_bf16()
+    monkeypatch.setattr(models, "_cpuinfo", lambda: "flags : avx2")  # no cap grants what the CPU lacks
+    assert not models.cpu_has_native_bf16()
+
+
 @pytest.mark.parametrize("bf16_faster", [True, False])
 def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, bf16_faster):
     """With bf16 math on the CPU a draft loads in bf16 and stays so if that runs faster than fp32 in

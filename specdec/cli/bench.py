@@ -238,6 +238,28 @@ def run_bench_sets(
     return report
 
 
+def measured_best(reports: list[dict], fastest_on: str = "code") -> tuple[str | None, dict[str, dict]]:
+    """The rule the bundled target's default drafter is chosen by, over bench reports from several
+    machines: of the speculative rows never slower than the target alone on any set of any report, the
+    one fastest on `fastest_on` (by its lower ratio over the reports: a default must suit every
+    machine). -> (the chosen row's label or None, per row: its worst ratio anywhere and its ratio on
+    `fastest_on` in each report)."""
+    rows: dict[str, dict] = {}
+    for report in reports:
+        for set_name, entry in report["sets"].items():
+            for label, row in entry["methods"].items():
+                if label == TARGET_ONLY:
+                    continue
+                figures = rows.setdefault(label, {"worst": float("inf"), fastest_on: []})
+                figures["worst"] = min(figures["worst"], row["over_target_only"])
+                if set_name == fastest_on:
+                    figures[fastest_on].append(row["over_target_only"])
+    never_slower = [label for label, figures in rows.items()
+                    if figures["worst"] >= 1.0 and figures[fastest_on]]
+    chosen = max(never_slower, key=lambda label: min(rows[label][fastest_on]), default=None)
+    return chosen, rows
+
+
 def format_bench_table(report: dict) -> str:
     width = max(29, *(len(label) + 2 for label in report["methods"]))  # + " *" on the default
     cpu = report["cpu"]

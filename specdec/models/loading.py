@@ -49,15 +49,21 @@ def _cpuinfo() -> str:
         return ""
 
 
-def cpu_has_native_bf16() -> bool:
-    """True on CPUs with bf16 dot-product instructions (AVX512-BF16, AMX), read from /proc/cpuinfo."""
-    flags = _cpuinfo().split()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 # Environment variables that hold PyTorch's, oneDNN's and MKL's kernels to an older instruction set
 # (the README's "Without AVX-512"): a measurement taken under them stands for a CPU without those.
 KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+# oneDNN instruction sets (ONEDNN_MAX_CPU_ISA) that include bf16 dot products.
+BF16_ISAS = ("BF16", "AMX", "AVX10", "ALL", "DEFAULT")
+
+
+def cpu_has_native_bf16() -> bool:
+    """True on CPUs with bf16 dot-product instructions (AVX512-BF16, AMX), read from /proc/cpuinfo,
+    unless oneDNN's kernels are held below them: then the loader chooses as on a CPU without them."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap and not any(isa in cap for isa in BF16_ISAS):
+        return False
+    flags = _cpuinfo().split()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def cpu_description() -> dict:

@@ -29,6 +29,7 @@ from specdec.training.campaign_prompts import KINDS, campaign_prompt
 
 ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
 SUMMARY_FILE = "campaign.json"
+SHORT_PROMPT = 96  # tokens, in the chat template: longer prompts are answered in a batch of their own
 
 
 def campaign_features_folder() -> Path:
@@ -89,6 +90,22 @@ def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
         answers.append(Answer(torch.tensor(prompt_ids + answer[:length]), len(prompt_ids), kind,
                               features[row, start : width + length].clone()))
     return answers
+
+
+def answer_shard(target: LoadedModel, prompts: list[tuple[str, str]], max_new_tokens: int, seed: int,
+                 short_prompt: int = SHORT_PROMPT) -> list[Answer]:
+    """answer_batch over a shard's prompts in two groups, prompts up to `short_prompt` tokens and longer
+    ones, so that a few long passages (copy and edit tasks) do not pad every row of the batch: a step's
+    cost grows with batch x cache length (measured here: 64 rows, 1 new token, bf16: 90 ms after 60
+    cached tokens, 260 ms after 300). Answers come back in the prompts' order."""
+    lengths = [len(target.chat_ids(prompt)) for _, prompt in prompts]
+    groups = [[i for i, n in enumerate(lengths) if n <= short_prompt], [i for i, n in enumerate(lengths)
+                                                                        if n > short_prompt]]
+    answers: dict[int, Answer] = {}
+    for number, group in enumerate(g for g in groups if g):
+        made = answer_batch(target, [prompts[i] for i in group], max_new_tokens, seed * 2 + number)
+        answers |= dict(zip(group, made, strict=True))
+    return [answers[i] for i in range(len(prompts))]
 
 
 def save_answers(answers: list[Answer], path: Path, metadata: dict[str, str]) -> None:
@@ -180,7 +197,7 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
             break
         prompts = [campaign_prompt(i, seed) for i in range(index * batch, (index + 1) * batch)]
         shard_start = time.perf_counter()
-        answers = answer_batch(target, prompts, max_new_tokens, seed=seed * 1_000_003 + index)
+        answers = answer_shard(target, prompts, max_new_tokens, seed=seed * 1_000_003 + index)
         seconds = time.perf_counter() - shard_start
         answers_path, features_path = shard_paths(answers_folder, features_folder, index)
         save_features(answers, features_path)  # features first: answers without them are refilled

@@ -1,0 +1,40 @@
+"""Which drafter should be the bundled target's default: the rule, applied to bench reports.
+
+    .venv/bin/python scripts/choose_default.py REPORT.json [REPORT.json ...]
+
+Each report is `python -m specdec bench --json --output REPORT.json` from one machine (or one kernel
+cap). Of the speculative rows never slower than the target alone on any set of any report, the rule
+(specdec.cli.bench.measured_best) picks the fastest on code, by its lower code ratio over the reports.
+Prints each row's code ratio per report, its worst ratio anywhere, and the choice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specdec.cli.bench import measured_best  # noqa: E402
+
+
+def main() -> None:
+    paths = [Path(arg) for arg in sys.argv[1:]]
+    if not paths:
+        sys.exit(__doc__)
+    reports = [json.loads(path.read_text()) for path in paths]
+    chosen, rows = measured_best(reports)
+    width = max(map(len, rows))
+    machines = " ".join(f"{'code, ' + path.stem:>18}" for path in paths)
+    print(f"{'method':<{width}} {machines} {'worst anywhere':>15}")
+    for label, figures in rows.items():
+        codes = " ".join(f"{ratio:>17.2f}x" for ratio in figures["code"])
+        mark = "  <- chosen" if label == chosen else ""
+        print(f"{label:<{width}} {codes} {figures['worst']:>14.2f}x{mark}")
+    if chosen is None:
+        print("no drafter is at least as fast as the target alone on every set")
+
+
+if __name__ == "__main__":
+    main()

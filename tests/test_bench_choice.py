@@ -1,0 +1,35 @@
+"""bench's race between a few drafters, and the rule that picks the default drafter from its reports."""
+
+import pytest
+
+from specdec.cli.bench import TARGET_ONLY, measured_best, parse_race, race_methods
+from specdec.errors import SpecDecError
+
+
+def report(**sets: dict[str, float]) -> dict:
+    """A bench report with only what the rule reads: per set, each row's ratio over the target alone."""
+    return {"sets": {name: {"methods": {TARGET_ONLY: {"over_target_only": 1.0}} | {
+        label: {"over_target_only": ratio} for label, ratio in rows.items()}} for name, rows in sets.items()}}
+
+
+def test_the_fastest_on_code_wins_only_if_never_slower_than_the_target_anywhere():
+    avx512 = report(code={"A": 1.6, "B": 1.5, "C": 1.9}, prose={"A": 1.2, "B": 1.1, "C": 1.3})
+    avx2 = report(code={"A": 1.7, "B": 1.8, "C": 2.0}, prose={"A": 1.1, "B": 1.2, "C": 0.98})
+    chosen, rows = measured_best([avx512, avx2])
+    assert rows["C"]["worst"] == 0.98  # C is fastest on code, but slower than the target on prose there
+    assert chosen == "A"  # A's lower code ratio (1.6) beats B's (1.5): a default must suit both machines
+    assert measured_best([avx512])[0] == "C"  # with one machine's report only, C passes
+    assert measured_best([report(code={"A": 0.9})])[0] is None
+
+
+def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():
+    drafters = parse_race("ngram+bundled:A, bundled:B")
+    assert drafters == ["ngram+bundled:A", "bundled:B"]
+    methods = race_methods(drafters, adaptive=True)
+    labels = [TARGET_ONLY, "n-gram, then model, adaptive", "draft model, adaptive"]
+    assert [m.label for m in methods] == labels
+    assert all(m.adaptive for m in methods[1:])
+    assert race_methods(drafters, adaptive=False)[1].label == "n-gram, then model, γ fixed"
+    for bad in ("", "a,,b", "a,a"):
+        with pytest.raises(SpecDecError, match="--race"):
+            parse_race(bad)
