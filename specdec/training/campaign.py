@@ -111,8 +111,11 @@ def answer_shard(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
 def save_answers(answers: list[Answer], path: Path, metadata: dict[str, str]) -> None:
     """Token ids of a shard, concatenated, with each answer's length, start and kind; written whole or not
     at all."""
+    token_ids = torch.cat([a.token_ids for a in answers])
+    # Two bytes a token where the vocabulary allows (the bundled target's has 49,152 tokens).
+    narrow = torch.uint16 if int(token_ids.max()) < 2**16 else torch.int32
     tensors = {
-        "token_ids": torch.cat([a.token_ids for a in answers]).to(torch.int32),
+        "token_ids": token_ids.to(narrow),
         "lengths": torch.tensor([len(a.token_ids) for a in answers], dtype=torch.int32),
         "answer_starts": torch.tensor([a.answer_start for a in answers], dtype=torch.int32),
         "kinds": torch.tensor([KINDS.index(a.kind) for a in answers], dtype=torch.int8),
