@@ -5,9 +5,10 @@
 Each N runs `python -m specdec train-head --start-from-draft --campaign --answers N` with the shipped
 head's settings and the same time budget (run nothing else meanwhile: the budget is wall time), in its
 own work folder (resumable), and writes its head there. The held-out evaluation set (the target's greedy
-answers to every held-out kind) is made once and shared. Prints, per N, the last evaluation: Σ min(p, q)
-of the first draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's
-argmax (α at T = 0), per held-out kind, and writes them all to work-root/scaling.json.
+answers to every held-out kind) is made once and shared. Then every head written, and the shipped one,
+is read back from its files and evaluated on that set alike. Prints, per head: Σ min(p, q) of the first
+draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's argmax (α at
+T = 0), per held-out kind, and writes them to work-root/scaling.json.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 SHIPPED_SETTINGS = ["--start-from-draft", "--learning-rate", "2e-4", "--warmup-steps", "200",
                     "--feature-weight", "0"]
 
@@ -33,14 +35,34 @@ def train(answers: int, minutes: float, work: Path) -> dict:
     return json.loads((work / "head" / "training.json").read_text())
 
 
+def evaluate_saved(heads: dict[str, str], eval_path: Path) -> dict[str, dict]:
+    """Each head (a folder or the bundled name), as bench would load it, on the held-out set."""
+    import torch
+
+    from specdec.models.feature_head import load_head
+    from specdec.models.loading import load_model
+    from specdec.paths import BUNDLED_TARGET
+    from specdec.training.feature_head import evaluate_head
+
+    target = load_model(BUNDLED_TARGET)
+    eval_sets = torch.load(eval_path, weights_only=False)
+    embed = target.model.get_input_embeddings()
+    figures = {}
+    for label, name in heads.items():
+        loaded = load_head(name, target)
+        rows = loaded.reduced.weight.float()  # the target's output rows for the head's tokens
+        figures[label] = {kind: evaluate_head(loaded.head.float(), examples, embed, rows, unroll=3)
+                          for kind, examples in eval_sets.items()}
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=int, nargs="+", help="training answers per point")
     parser.add_argument("--minutes", type=float, default=8.0, help="training budget per point")
     parser.add_argument("--work-root", type=Path, default=ROOT / ".cache" / "head-scaling")
     args = parser.parse_args()
-    points = {}
-    shared_eval = None
+    steps, shared_eval = {}, None
     for answers in args.answers:
         work = args.work_root / str(answers)
         (work / "work").mkdir(parents=True, exist_ok=True)
@@ -48,17 +70,20 @@ def main() -> None:
             shutil.copy(shared_eval, work / "work" / shared_eval.name)
         card = train(answers, args.minutes, work)
         shared_eval = next((work / "work").glob("eval-*.pt"))
-        points[answers] = {"steps": card["steps"], "answer_positions": card["answer_positions"],
-                           "last": card["history"][-1]}
-    (args.work_root / "scaling.json").write_text(json.dumps(points, indent=1) + "\n")
-    first = points[args.answers[0]]["last"]
-    kinds = [k for k in first if isinstance(first[k], dict)]  # the held-out sets' figures
-    print(f"{'answers':>8} {'positions':>9} {'steps':>5}  " + "  ".join(f"{k:>17}" for k in kinds))
-    print(f"{'':>8} {'':>9} {'':>5}  " + "  ".join(f"{'Σmin  agree':>17}" for _ in kinds))
-    for answers, point in points.items():
-        cells = [f"{point['last'][k]['sum_min_pq']:.3f}  {point['last'][k]['agree_1_in_a_row']:.3f}".rjust(17)
+        steps[str(answers)] = {"steps": card["steps"], "answer_positions": card["answer_positions"]}
+    from specdec.paths import BUNDLED_HEAD
+
+    heads = {"shipped": BUNDLED_HEAD} | {str(n): str(args.work_root / str(n) / "head") for n in args.answers}
+    figures = evaluate_saved(heads, shared_eval)
+    (args.work_root / "scaling.json").write_text(json.dumps({"runs": steps, "figures": figures}, indent=1))
+    kinds = list(figures["shipped"])
+    print(f"{'answers':>8} {'positions':>9} {'steps':>5}  " + "  ".join(f"{k:>16}" for k in kinds))
+    print(f"{'':>8} {'':>9} {'':>5}  " + "  ".join(f"{'Σmin   agree':>16}" for _ in kinds))
+    for label, by_kind in figures.items():
+        run = steps.get(label, {"answer_positions": "", "steps": ""})
+        cells = [f"{by_kind[k]['sum_min_pq']:.3f}  {by_kind[k]['agree_1_in_a_row']:.3f}".rjust(16)
                  for k in kinds]
-        print(f"{answers:>8} {point['answer_positions']:>9} {point['steps']:>5}  " + "  ".join(cells))
+        print(f"{label:>8} {run['answer_positions']:>9} {run['steps']:>5}  " + "  ".join(cells))
 
 
 if __name__ == "__main__":
