@@ -168,3 +168,17 @@ def test_export_json_and_csv(pair):
     rows = list(csv.DictReader(io.StringIO(stepper.to_csv())))
     assert [int(r["round"]) for r in rows] == [1, 2, 3]
     assert [int(r["num_accepted"]) for r in rows] == [t.num_accepted for t in stepper.traces]
+    assert {r["rule"] for r in rows} == {"speculative"} and not any(r["target_draws"] for r in rows)
+
+
+@pytest.mark.parametrize(("rule", "column"), [("sample-compare", "target_draws"), ("typical", "thresholds")])
+def test_csv_carries_the_rules_own_test(pair, rule, column):
+    settings = Settings(3, SamplingConfig(temperature=1.0), 20, 0, rule=rule)
+    stepper = Stepper(pair, pair.encode_prompt(PROMPT, chat=False, max_new_tokens=20), settings)
+    for _ in range(3):
+        stepper.step()
+    rows = list(csv.DictReader(io.StringIO(stepper.to_csv())))
+    for row, trace in zip(rows, stepper.traces, strict=True):
+        assert row["rule"] == rule
+        kept = trace.target_draws if column == "target_draws" else trace.thresholds
+        assert len(row[column].split()) == len(kept) > 0  # one per drafted position

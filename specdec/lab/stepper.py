@@ -224,12 +224,14 @@ class Stepper:
         }
 
     def to_csv(self) -> str:
-        """One row per round computed so far."""
+        """One row per round computed so far; the rule's own test too (sample-and-compare's draws from
+        p, typical acceptance's thresholds), empty where the rule has none."""
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow([
             "round", "context_length", "drafted", "num_drafted", "num_accepted", "next_token",
-            "next_token_origin", "emitted", "accept_probs", "uniforms", "draft_seconds", "verify_seconds",
+            "next_token_origin", "emitted", "accept_probs", "uniforms", "rule", "target_draws",
+            "thresholds", "draft_seconds", "verify_seconds",
         ])  # fmt: skip
         for t in self.traces:
             writer.writerow([
@@ -238,6 +240,8 @@ class Stepper:
                 " ".join(self.label(x) for x in t.emitted_tokens),
                 " ".join(f"{a:.4f}" for a in t.accept_probs),
                 "" if t.uniforms is None else " ".join(f"{u:.4f}" for u in t.uniforms),
+                t.rule, "" if t.target_draws is None else " ".join(self.label(x) for x in t.target_draws),
+                "" if t.thresholds is None else " ".join(f"{h:.4f}" for h in t.thresholds),
                 f"{t.draft_seconds:.6f}", f"{t.verify_seconds:.6f}",
             ])  # fmt: skip
         return buffer.getvalue()
