@@ -6,7 +6,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 # Prompts no training run has seen (a test checks): what bench and the draft's figures measure on.
 HELD_OUT_PROMPT_SETS = {name: ASSETS / "prompts" / f"{name}.json"
                         for name in ("code", "structured", "prose", "math", "questions", "summaries")}
-# The two a training run evaluates on as it goes (code, which the draft learned, and prose).
+# The two the draft's training run evaluates on as it goes (code, which it learned, and prose); the
+# feature head's evaluates on every held-out set.
 TRAINING_EVAL_SETS = {name: HELD_OUT_PROMPT_SETS[name] for name in ("code", "prose")}
 
 # The data campaign's answers (token ids: small, kept with the project); `python -m specdec campaign`.

@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(bench)
     _add_run_arguments(bench, chat_default=True, exclude=("rule",))  # bench measures the engine's own rule
     bench.add_argument("--prompt-set", action="append", type=Path,
-                       help="a JSON prompt set (default: assets/prompts/code.json and prose.json)")
+                       help="a JSON prompt set (default: every held-out set in assets/prompts)")
     bench.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     bench.add_argument("--no-hf", action="store_true", help="skip Hugging Face assisted generation")
     bench.add_argument("--race", help="only these drafters (names as --draft-model takes, separated by "
