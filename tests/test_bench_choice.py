@@ -1,9 +1,12 @@
 """bench's race between a few drafters, and the rule that picks the default drafter from its reports."""
 
+from pathlib import Path
+
 import pytest
 
 from specdec.cli.bench import TARGET_ONLY, measured_best, parse_race, race_methods
 from specdec.errors import SpecDecError
+from specdec.paths import BUNDLED_HEAD
 
 
 def report(**sets: dict[str, float]) -> dict:
@@ -33,3 +36,11 @@ def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():
     for bad in ("", "a,,b", "a,a"):
         with pytest.raises(SpecDecError, match="--race"):
             parse_race(bad)
+
+
+def test_a_race_names_a_model_beside_a_bundled_one_of_its_kind(tiny_pair_dirs):
+    head = tiny_pair_dirs["head"]
+    labels = [m.label for m in race_methods([f"ngram+{BUNDLED_HEAD}", f"ngram+{head}"], adaptive=True)]
+    assert labels[1] == "n-gram, then head, adaptive" and Path(head).name in labels[2]
+    with pytest.raises(SpecDecError, match="read alike"):  # one folder spelled two ways
+        race_methods([head, f"{head}/"], adaptive=True)

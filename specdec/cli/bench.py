@@ -57,12 +57,8 @@ def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
     """Target-only, then per drafter: fixed γ, adaptive, and (with_hf) transformers' own where it
     has that drafter (it has no lookup-then-model, and no feature head)."""
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
-    bundled = (BUNDLED_DRAFT, BUNDLED_HEAD)
-    bundled_kinds = {is_head(name) for name in bundled if name in drafters}
     for drafter in drafters:
-        model = drafter.removeprefix(LOOKUP_FIRST)
-        named = drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
-        fixed = Method("", SPECULATIVE, drafter, named=named)
+        fixed = Method("", SPECULATIVE, drafter, named=_named(drafter, drafters))
         methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
                     replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
         if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter):
@@ -70,12 +66,26 @@ def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
     return methods
 
 
+def _named(drafter: str, drafters: list[str]) -> bool:
+    """Whether a drafter's model name joins its label: a bundled model of its kind races too."""
+    bundled = (BUNDLED_DRAFT, BUNDLED_HEAD)
+    models = {d.removeprefix(LOOKUP_FIRST) for d in drafters}
+    model = drafter.removeprefix(LOOKUP_FIRST)
+    bundled_kinds = {is_head(name) for name in bundled if name in models}
+    return drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
+
+
 def race_methods(drafters: list[str], adaptive: bool) -> list[Method]:
     """Target-only, then each drafter at the run's one draft length: a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
-    return [Method(TARGET_ONLY, TARGET_ONLY)] + [
-        replace(method, label=f"{method.drafter_label}, {length}")
-        for method in (Method("", SPECULATIVE, drafter, adaptive=adaptive) for drafter in drafters)]
+    methods = [Method(TARGET_ONLY, TARGET_ONLY)]
+    for drafter in drafters:
+        method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
+        methods.append(replace(method, label=f"{method.drafter_label}, {length}"))
+    labels = [m.label for m in methods]
+    if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
+        raise SpecDecError(f"--race names two drafters that read alike: {', '.join(labels[1:])}")
+    return methods
 
 
 def parse_race(text: str) -> list[str]:
