@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import ast
 import random
-import re
 import sysconfig
 from functools import cache
 from pathlib import Path
 
-from specdec.training.data import CODE_TASKS, MORE_CODE_TASKS, MORE_PROSE_TOPICS, PROSE_TOPICS, SQL_TASKS
+from specdec.training.data import (
+    CODE_TASKS,
+    MORE_CODE_TASKS,
+    MORE_PROSE_TOPICS,
+    PROSE_TOPICS,
+    SQL_TASKS,
+    STDLIB_SKIP,
+    TOP_LEVEL_BLOCK,
+)
 
 # Kind -> share of the campaign. Code leads (where speculation pays most), every kind is present.
 KIND_WEIGHTS = {"code": 0.34, "structured": 0.14, "prose": 0.14, "math": 0.12, "questions": 0.12,
@@ -170,9 +177,7 @@ COPY_CODE_TASKS = [
     "Translate this Python code to JavaScript:",
 ]
 
-STDLIB_SKIP = {"site-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo", "ensurepip"}
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-TOP_LEVEL_BLOCK = re.compile(r"^(?:def|class) [^\n]*\n(?:[ \t]+[^\n]*\n|\n)*", re.MULTILINE)
 
 
 @cache
