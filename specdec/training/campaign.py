@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel, cache_root
 from specdec.training.campaign_prompts import KINDS, campaign_prompt
 
@@ -80,12 +81,11 @@ def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
                                    top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)
     features = torch.cat(outputs, dim=1)  # (batch, every column the target read, hidden)
     eos = {tokenizer.eos_token_id}
+    read = features.shape[1] - width  # answer tokens the target read back
     answers = []
     for row, ((kind, _), prompt_ids) in enumerate(zip(prompts, encoded, strict=True)):
         answer = sequences[row, width:].tolist()
-        length = next((i + 1 for i, t in enumerate(answer) if t in eos), len(answer))
-        read = features.shape[1] - width  # answer tokens the target read back
-        length = min(length, read)
+        length = min(next((i + 1 for i, t in enumerate(answer) if t in eos), len(answer)), read)
         start = width - len(prompt_ids)
         answers.append(Answer(torch.tensor(prompt_ids + answer[:length]), len(prompt_ids), kind,
                               features[row, start : width + length].clone()))
@@ -150,9 +150,9 @@ def teacher_forced_features(target: LoadedModel, answers: list[Answer], batch_si
     """Fill in each answer's features by reading it whole (for shards written on another machine)."""
     from specdec.training.feature_head import target_features
 
+    bf16 = target.model.dtype == torch.bfloat16
     for first in range(0, len(answers), batch_size):
         group = answers[first : first + batch_size]
-        bf16 = target.model.dtype == torch.bfloat16
         for answer, features in zip(group, target_features(target.model, [a.token_ids for a in group], bf16),
                                     strict=True):
             answer.features = features
@@ -182,8 +182,6 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
     summary = read_summary(answers_folder) or {"seed": seed, "batch": batch, "max_new_tokens": max_new_tokens,
                                                "generation_seconds": 0.0, "generated_positions": 0}
     if (summary["seed"], summary["batch"], summary["max_new_tokens"]) != (seed, batch, max_new_tokens):
-        from specdec.errors import SpecDecError
-
         raise SpecDecError(f"{answers_folder} holds a campaign with seed {summary['seed']}, batch "
                            f"{summary['batch']} and {summary['max_new_tokens']} new tokens: go on with "
                            "those, or use another folder")
@@ -194,6 +192,7 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
             answers = load_answers(answers_path)
             teacher_forced_features(target, answers)
             save_features(answers, features_path)
+    summary |= shard_counts(answers_folder)  # read once; each new shard adds its own below
     started = time.perf_counter()
     for index in range(done, shards):
         if minutes is not None and time.perf_counter() - started > minutes * 60:
@@ -206,8 +205,13 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
         save_features(answers, features_path)  # features first: answers without them are refilled
         save_answers(answers, answers_path, {"seconds": f"{seconds:.2f}", "dtype": str(target.model.dtype)})
         summary["generation_seconds"] += seconds
-        summary["generated_positions"] += sum(len(a.token_ids) - a.answer_start for a in answers)
-        summary |= shard_counts(answers_folder)
+        positions = sum(len(a.token_ids) - a.answer_start for a in answers)
+        summary["generated_positions"] += positions
+        summary["shards"] += 1
+        summary["answers"] += len(answers)
+        summary["answer_positions"] += positions
+        for answer in answers:
+            summary["kinds"][answer.kind] += 1
         write_summary(answers_folder, summary)
         if progress:
             rate = summary["generated_positions"] / summary["generation_seconds"]
