@@ -148,7 +148,7 @@ def load_answers(path: Path, features_path: Path | None = None) -> list[Answer]:
 @torch.inference_mode()
 def teacher_forced_features(target: LoadedModel, answers: list[Answer], batch_size: int = 16) -> None:
     """Fill in each answer's features by reading it whole (for shards written on another machine)."""
-    from specdec.training.feature_head import target_features
+    from specdec.training.feature_head import target_features  # here: feature_head imports this module
 
     bf16 = target.model.dtype == torch.bfloat16
     for first in range(0, len(answers), batch_size):
