@@ -1,12 +1,14 @@
 """The feature head's data-scaling curve: the same training on the campaign's first N answers, for each N.
 
-    .venv/bin/python scripts/head_scaling.py 1500 3000 6000 [--minutes 8] [--work-root .cache/head-scaling]
+    .venv/bin/python scripts/head_scaling.py 1500 3000 6000 [--minutes 8 | --steps 1500]
+        [--work-root .cache/head-scaling]
 
-Each N runs `python -m specdec train-head --start-from-draft --campaign --answers N` with the shipped
-head's settings and the same time budget (run nothing else meanwhile: the budget is wall time), in its
-own work folder (resumable), and writes its head there. The held-out evaluation set (the target's greedy
-answers to every held-out kind) is made once and shared. Then every head written, and the shipped one,
-is read back from its files and evaluated on that set alike. Prints, per head: Σ min(p, q) of the first
+Each N runs `python -m specdec train-head --start-from-draft --campaign --answers N` with the shipped head's
+settings and the same budget, in its own work folder (resumable), and writes its head there. The budget is
+wall time (--minutes: run nothing else meanwhile) or training steps (--steps: the same for every point
+whatever the machine's load, so the campaign may go on beside it). The held-out evaluation set (the target's
+greedy answers to every held-out kind) is made once and shared. Then every head written, and the shipped
+one, is read back from its files and evaluated on that set alike. Prints, per head: Σ min(p, q) of the first
 draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's argmax (α at
 T = 0), per held-out kind, and writes them to work-root/scaling.json.
 """
@@ -26,9 +28,9 @@ SHIPPED_SETTINGS = ["--start-from-draft", "--learning-rate", "2e-4", "--warmup-s
                     "--feature-weight", "0"]
 
 
-def train(answers: int, minutes: float, work: Path) -> dict:
+def train(answers: int, budget: list[str], work: Path) -> dict:
     command = [sys.executable, "-m", "specdec", "train-head", *SHIPPED_SETTINGS, "--campaign",
-               "--answers", str(answers), "--minutes", str(minutes), "--work-dir", str(work / "work"),
+               "--answers", str(answers), *budget, "--work-dir", str(work / "work"),
                "--output", str(work / "head")]
     print("$", " ".join(command[1:]), flush=True)
     subprocess.run(command, cwd=ROOT, check=True)
@@ -59,16 +61,21 @@ def evaluate_saved(heads: dict[str, str], eval_path: Path) -> dict[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=int, nargs="+", help="training answers per point")
-    parser.add_argument("--minutes", type=float, default=8.0, help="training budget per point")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, default=8.0, help="training time per point")
+    budget.add_argument("--steps", type=int, help="training steps per point (instead of a time budget)")
     parser.add_argument("--work-root", type=Path, default=ROOT / ".cache" / "head-scaling")
     args = parser.parse_args()
+    # A step budget needs a time budget that never runs out first: a day.
+    budget = (["--max-steps", str(args.steps), "--minutes", "1440"] if args.steps
+              else ["--minutes", str(args.minutes)])
     steps, shared_eval = {}, None
     for answers in args.answers:
         work = args.work_root / str(answers)
         (work / "work").mkdir(parents=True, exist_ok=True)
         if shared_eval is not None and not (work / "work" / shared_eval.name).exists():
             shutil.copy(shared_eval, work / "work" / shared_eval.name)
-        card = train(answers, args.minutes, work)
+        card = train(answers, budget, work)
         shared_eval = next((work / "work").glob("eval-*.pt"))
         steps[str(answers)] = {"steps": card["steps"], "answer_positions": card["answer_positions"]}
     from specdec.paths import BUNDLED_HEAD

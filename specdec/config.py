@@ -138,7 +138,9 @@ class HeadTrainingConfig:
     learning_rate: float = setting(5e-4, "peak learning rate (AdamW)")
     warmup_steps: int = setting(0, "steps over which the learning rate rises from 0 (for a trained start)")
     minutes: float = setting(40.0, "training time budget (making data not included)")
-    max_steps: int = setting(100_000, "training steps at most")
+    max_steps: int = setting(100_000, "training steps at most: a budget too (the learning rate falls over "
+                                      "the last 30 % of whichever runs out first), one the machine's load "
+                                      "does not change")
     eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")
     eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
 

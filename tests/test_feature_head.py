@@ -224,6 +224,9 @@ def test_head_training_runs_end_to_end_and_the_result_loads(bundled_pair, tmp_pa
     more = train_head(target, target, head_tokens, tmp_path / "work", tmp_path / "head",
                       HeadTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
     assert more["steps"] == 4 and len(more["history"]) == 3
+    # The steps are the budget that ran out (not the 5 minutes): the 4th step, 3/4 of the way, is in the
+    # last 30 %, where the rate falls: 1 - 0.9 * (0.75 - 0.7) / 0.3 of the peak.
+    assert more["history"][-1]["learning_rate"] == pytest.approx(config.learning_rate * 0.85)
     pair = bundled_pair.with_drafter(str(tmp_path / "head"))
     assert pair.head is not None and pair.head.reduced.token_ids.tolist() == head_tokens
     ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=6)

@@ -273,15 +273,21 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
 
     order = torch.Generator().manual_seed(state["step"])
     budget = config.minutes * 60
-    with tqdm(total=int(budget), initial=int(state["seconds"]), desc="training", unit="s") as bar:
-        while state["seconds"] < budget and state["step"] < config.max_steps:
+
+    def progress() -> float:
+        """How much of the budget is spent: time or steps, whichever runs out first (a step budget
+        makes a run independent of the machine's load)."""
+        return max(state["seconds"] / budget, state["step"] / config.max_steps)
+
+    with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
+        while progress() < 1:
             start = time.perf_counter()
             picked = torch.randint(len(examples), (config.batch_size,), generator=order)
             batch = make_batch([examples[i] for i in picked], embed)
             # A linear rise over the warm-up steps (Adam's first steps move every weight by about the
-            # rate, enough to undo a trained start), then a fall to 10 % over the last 30 % of the budget.
+            # rate, enough to undo a trained start), then a fall to 10 % over the budget's last 30 %.
             warmup = min((state["step"] + 1) / config.warmup_steps, 1.0) if config.warmup_steps else 1.0
-            decay = learning_rate_factor(state["seconds"] / budget, 0.3)
+            decay = learning_rate_factor(progress(), 0.3)
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * warmup * decay
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
@@ -293,15 +299,16 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
             optimizer.step()
             state["step"] += 1
             state["seconds"] += time.perf_counter() - start
-            bar.update(int(state["seconds"]) - bar.n)
+            bar.update(int(100 * progress()) - bar.n)
             bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
-            finished = state["seconds"] >= budget or state["step"] >= config.max_steps
+            finished = progress() >= 1
             if state["step"] % config.eval_every == 0 or finished:
                 head.eval()
                 scores = {name: evaluate_head(head, s, embed, output_rows, config.unroll)
                           for name, s in eval_sets.items()}
                 head.train()
                 state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
+                                         "learning_rate": optimizer.param_groups[0]["lr"],
                                          "loss": loss.item(), **scores})
                 last = f"agree_{config.unroll}_in_a_row"
                 log(f"step {state['step']}: loss {loss.item():.3f} " + " ".join(
