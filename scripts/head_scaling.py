@@ -10,14 +10,17 @@ whatever the machine's load, so the campaign may go on beside it). The held-out 
 greedy answers to every held-out kind) is made once and shared. Then every head written, and the shipped
 one, is read back from its files and evaluated on that set alike. Prints, per head: Σ min(p, q) of the first
 draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's argmax (α at
-T = 0), per held-out kind, and writes them to work-root/scaling.json.
+T = 0), per held-out kind, and writes them to work-root/scaling.json. Last, per kind, the least-squares rise
+of agreement per doubling of the answers, and from it how many answers would reach the goals (GOALS).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +29,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SHIPPED_SETTINGS = ["--start-from-draft", "--learning-rate", "2e-4", "--warmup-steps", "200",
                     "--feature-weight", "0"]
+
+
+GOALS = {"code": 0.78, "prose": 0.45}  # the first-draft agreement (α at T = 0) asked of the head
+
+
+def extrapolate(agreement: dict[int, float], goal: float | None) -> dict:
+    """The least-squares line of agreement against log2(answers): its rise per doubling, and the answers at
+    which it would reach `goal` (None where it does not rise: no amount of data gets there on this line)."""
+    answers = sorted(agreement)
+    line = statistics.linear_regression([math.log2(n) for n in answers], [agreement[n] for n in answers])
+    reach = None
+    if goal is not None and line.slope > 0:
+        reach = round(2 ** ((goal - line.intercept) / line.slope))
+    return {"per_doubling": line.slope, "goal": goal, "answers_for_goal": reach}
 
 
 def train(answers: int, budget: list[str], work: Path) -> dict:
@@ -82,8 +99,12 @@ def main() -> None:
 
     heads = {"shipped": BUNDLED_HEAD} | {str(n): str(args.work_root / str(n) / "head") for n in args.answers}
     figures = evaluate_saved(heads, shared_eval)
-    (args.work_root / "scaling.json").write_text(json.dumps({"runs": steps, "figures": figures}, indent=1))
     kinds = list(figures["shipped"])
+    trend = {kind: extrapolate({n: figures[str(n)][kind]["agree_1_in_a_row"] for n in args.answers},
+                               GOALS.get(kind))
+             for kind in kinds} if len(args.answers) > 1 else {}
+    (args.work_root / "scaling.json").write_text(json.dumps({"runs": steps, "figures": figures,
+                                                             "trend": trend}, indent=1))
     print(f"{'answers':>8} {'positions':>9} {'steps':>5}  " + "  ".join(f"{k:>16}" for k in kinds))
     print(f"{'':>8} {'':>9} {'':>5}  " + "  ".join(f"{'Σmin   agree':>16}" for _ in kinds))
     for label, by_kind in figures.items():
@@ -91,6 +112,10 @@ def main() -> None:
         cells = [f"{by_kind[k]['sum_min_pq']:.3f}  {by_kind[k]['agree_1_in_a_row']:.3f}".rjust(16)
                  for k in kinds]
         print(f"{label:>8} {run['answer_positions']:>9} {run['steps']:>5}  " + "  ".join(cells))
+    for kind, line in trend.items():
+        reach = ("" if line["goal"] is None else f"; agreement {line['goal']} at "
+                 + (f"~{line['answers_for_goal']:,} answers" if line["answers_for_goal"] else "no amount"))
+        print(f"{kind}: {line['per_doubling']:+.3f} agreement per doubling of the answers{reach}")
 
 
 if __name__ == "__main__":
