@@ -107,7 +107,9 @@ class DraftTrainingConfig:
     batch_size: int = setting(8, "answers per training step")
     learning_rate: float = setting(1e-3, "peak learning rate (AdamW)")
     minutes: float = setting(60.0, "training time budget (making data not included)")
-    max_steps: int = setting(100_000, "training steps at most")
+    max_steps: int = setting(100_000, "training steps at most: a budget too (the learning rate falls over "
+                                      "the last part of whichever runs out first), one the machine's load "
+                                      "does not change")
     eval_every: int = setting(100, "steps between held-out evaluations and checkpoints")
     eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
     max_shards: int = setting(0, "use only the first N data shards (0 = all): for tiny test runs")

@@ -60,6 +60,9 @@ def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     more = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft",
                        DraftTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
     assert more["steps"] == 4 and len(more["history"]) == 3
+    # The steps are the budget that ran out (not the 5 minutes): the 4th step, 3/4 of the way, is in the
+    # last 30 %, where the rate falls: 1 - 0.9 * (0.75 - 0.7) / 0.3 of the peak.
+    assert more["history"][-1]["learning_rate"] == pytest.approx(config.learning_rate * 0.85)
 
 
 def test_stdlib_blocks_are_whole_functions_and_classes():

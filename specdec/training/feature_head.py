@@ -34,7 +34,13 @@ from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
 from specdec.training.campaign import campaign_features_folder, load_campaign
 from specdec.training.data import Example, make_shards, right_padded, write_shards
-from specdec.training.train import greedy_answer, learning_rate_factor, sampled_candidates, shard_progress
+from specdec.training.train import (
+    budget_spent,
+    greedy_answer,
+    learning_rate_factor,
+    sampled_candidates,
+    shard_progress,
+)
 
 
 @dataclass
@@ -272,12 +278,9 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
         log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
 
     order = torch.Generator().manual_seed(state["step"])
-    budget = config.minutes * 60
 
     def progress() -> float:
-        """How much of the budget is spent: time or steps, whichever runs out first (a step budget
-        makes a run independent of the machine's load)."""
-        return max(state["seconds"] / budget, state["step"] / config.max_steps)
+        return budget_spent(state, config.minutes, config.max_steps)
 
     with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
         while progress() < 1:

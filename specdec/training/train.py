@@ -148,6 +148,12 @@ def save_draft(draft: LlamaForCausalLM, folder: Path, card: dict, head_token_ids
     (folder / "training.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
 
 
+def budget_spent(state: dict, minutes: float, max_steps: int) -> float:
+    """How much of a training budget `state` (its "seconds" and "step") has spent: time or steps,
+    whichever runs out first. A step budget makes a run the same whatever the machine's load."""
+    return max(state["seconds"] / (minutes * 60), state["step"] / max_steps)
+
+
 def learning_rate_factor(progress: float, decay_fraction: float) -> float:
     """Constant, then a linear fall to 10 % over the last `decay_fraction` of the budget."""
     if decay_fraction <= 0:
@@ -216,14 +222,16 @@ def train_draft(
     # Where the teacher runs in bf16 (CUDA, or a CPU with bf16 math) the draft's forward does too;
     # its weights and the optimiser stay fp32.
     bf16 = target.model.dtype == torch.bfloat16
-    budget = config.minutes * 60
-    with tqdm(total=int(budget), initial=int(state["seconds"]), desc="training", unit="s") as bar:
-        while state["seconds"] < budget and state["step"] < config.max_steps:
+
+    def progress() -> float:
+        return budget_spent(state, config.minutes, config.max_steps)
+
+    with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
+        while progress() < 1:
             start = time.perf_counter()
             batch = [examples[i] for i in torch.randint(len(examples), (config.batch_size,), generator=order)]
             for group in optimizer.param_groups:
-                group["lr"] = config.learning_rate * learning_rate_factor(state["seconds"] / budget,
-                                                                         config.decay_fraction)
+                group["lr"] = config.learning_rate * learning_rate_factor(progress(), config.decay_fraction)
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
                 loss = distillation_loss(draft, batch)
             optimizer.zero_grad()
@@ -231,16 +239,16 @@ def train_draft(
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
             optimizer.step()
             state["step"] += 1
-            elapsed = time.perf_counter() - start
-            state["seconds"] += elapsed
-            bar.update(int(state["seconds"]) - bar.n)
+            state["seconds"] += time.perf_counter() - start
+            bar.update(int(100 * progress()) - bar.n)
             bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
-            finished = state["seconds"] >= budget or state["step"] >= config.max_steps
+            finished = progress() >= 1
             if state["step"] % config.eval_every == 0 or finished:
                 draft.eval()
                 scores = {name: evaluate(draft, s, target.vocab_size) for name, s in eval_sets.items()}
                 draft.train()
                 state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
+                                         "learning_rate": optimizer.param_groups[0]["lr"],
                                          "loss": loss.item(), "answers": len(examples), **scores})
                 log(f"step {state['step']}: loss {loss.item():.3f} "
                     + " ".join(f"{n}: Σmin {s['sum_min_pq']:.3f} agree {s['greedy_agreement']:.3f}"
