@@ -133,6 +133,8 @@ class HeadTrainingConfig:
     campaign: bool = setting(False, "train on the data campaign's answers and features (python -m specdec "
                                     "campaign) instead of making answers to the draft's prompts")
     answers: int = setting(0, "with --campaign: its first N answers only (0 = all): for the scaling curve")
+    code_share: float = setting(0.0, "with --campaign: the share of each step's answers drawn from its code "
+                                     "answers (0: as the data has them, a third)")
     feature_batch: int = setting(16, "answers per teacher-forced pass that computes the target's features")
     batch_size: int = setting(8, "answers per training step")
     unroll: int = setting(3, "drafting steps trained per position (later ones read the head's own features)")
@@ -149,6 +151,9 @@ class HeadTrainingConfig:
     def __post_init__(self) -> None:
         if self.answers < 0 or (self.answers and not self.campaign):
             raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
+        if not 0 <= self.code_share < 1 or (self.code_share and not self.campaign):
+            raise SpecDecError("--code-share is a share of the campaign's answers: from 0 to below 1, "
+                               "with --campaign")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from specdec.models.runs import generate
 from specdec.training.feature_head import (
     FeatureExample,
     build_head,
+    draw_weights,
     evaluate_head,
     head_loss,
     make_batch,
@@ -116,6 +117,22 @@ def test_a_head_started_from_a_draft_drafts_as_that_draft_whatever_the_feature(t
     with torch.no_grad():
         torch.testing.assert_close(loaded(tiny_target.get_input_embeddings()(ids), features), before,
                                    atol=0.05, rtol=0.05)  # saved in bf16
+
+
+def test_code_share_draws_code_at_that_share_and_the_rest_in_proportion():
+    kinds = ["code"] * 3 + ["prose"] * 6 + ["math"] * 3  # code is a quarter of the data
+    examples = [FeatureExample(torch.zeros(2, dtype=torch.long), torch.zeros(2, 4), 1, k) for k in kinds]
+    assert draw_weights(examples, 0.0) is None  # every answer alike (uniform draws)
+    weights = draw_weights(examples, 0.6)
+    code = torch.tensor([k == "code" for k in kinds])
+    assert weights.sum().item() == pytest.approx(1.0) and weights[code].sum().item() == pytest.approx(0.6)
+    assert torch.allclose(weights[code], weights[0]) and torch.allclose(weights[~code], weights[-1])
+    with pytest.raises(SpecDecError, match="both code answers and others"):
+        draw_weights(examples[:3], 0.5)
+    with pytest.raises(SpecDecError, match="with --campaign"):
+        HeadTrainingConfig(code_share=0.5)
+    with pytest.raises(SpecDecError, match="below 1"):
+        HeadTrainingConfig(campaign=True, code_share=1.0)
 
 
 def test_cached_target_keeps_and_rolls_back_its_features(tiny_target, vocab):

@@ -50,6 +50,7 @@ class FeatureExample:
     token_ids: torch.Tensor  # (length,)
     features: torch.Tensor  # (length, hidden), bf16
     answer_start: int  # first answer position
+    kind: str = ""  # the campaign's kind of prompt (code, prose, ...), where known
 
 
 @torch.inference_mode()
@@ -171,6 +172,18 @@ def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, outp
     return figures
 
 
+def draw_weights(examples: list[FeatureExample], code_share: float) -> torch.Tensor | None:
+    """Each answer's chance of being drawn, so that code answers make `code_share` of the draws and the
+    rest keep their proportions (None for 0: every answer alike). The campaign is a third code; a head
+    drafts code as well as its data's share of code lets it."""
+    if not code_share:
+        return None
+    is_code = torch.tensor([e.kind == "code" for e in examples])
+    if is_code.all() or not is_code.any():
+        raise SpecDecError("--code-share needs both code answers and others in the data")
+    return torch.where(is_code, code_share / is_code.sum(), (1 - code_share) / (~is_code).sum())
+
+
 def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> list[FeatureExample]:
     """The target's greedy answers to held-out prompts, with its features."""
     examples = []
@@ -232,7 +245,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
 
     if config.campaign:
-        examples = [FeatureExample(a.token_ids, a.features, a.answer_start)
+        examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
                     for a in load_campaign(CAMPAIGN_ANSWERS, campaign_features_folder(), config.answers)]
         if not examples or (config.answers and len(examples) < config.answers):
             raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
@@ -278,6 +291,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
         log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
 
     order = torch.Generator().manual_seed(state["step"])
+    weights = draw_weights(examples, config.code_share)
 
     def progress() -> float:
         return budget_spent(state, config.minutes, config.max_steps)
@@ -285,7 +299,10 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
         while progress() < 1:
             start = time.perf_counter()
-            picked = torch.randint(len(examples), (config.batch_size,), generator=order)
+            if weights is None:
+                picked = torch.randint(len(examples), (config.batch_size,), generator=order)
+            else:
+                picked = torch.multinomial(weights, config.batch_size, replacement=True, generator=order)
             batch = make_batch([examples[i] for i in picked], embed)
             # A linear rise over the warm-up steps (Adam's first steps move every weight by about the
             # rate, enough to undo a trained start), then a fall to 10 % over the budget's last 30 %.
