@@ -1,12 +1,13 @@
 """The feature head's data-scaling curve: the same training on the campaign's first N answers, for each N.
 
     .venv/bin/python scripts/head_scaling.py 1500 3000 6000 [--minutes 8 | --steps 1500]
-        [--work-root .cache/head-scaling]
+        [--code-share 0.5] [--work-root .cache/head-scaling]
 
 Each N runs `python -m specdec train-head --start-from-draft --campaign --answers N` with the shipped head's
 settings and the same budget, in its own work folder (resumable), and writes its head there. The budget is
 wall time (--minutes: run nothing else meanwhile) or training steps (--steps: the same for every point
-whatever the machine's load, so the campaign may go on beside it). The held-out evaluation set (the target's
+whatever the machine's load, so the campaign may go on beside it); --code-share draws code answers at that
+share of each step (train-head's option). The held-out evaluation set (the target's
 greedy answers to every held-out kind) is made once and shared. Then every head written, and the shipped
 one, is read back from its files and evaluated on that set alike. Prints, per head: Σ min(p, q) of the first
 draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's argmax (α at
@@ -45,9 +46,9 @@ def extrapolate(agreement: dict[int, float], goal: float | None) -> dict:
     return {"per_doubling": line.slope, "goal": goal, "answers_for_goal": reach}
 
 
-def train(answers: int, budget: list[str], work: Path) -> dict:
+def train(answers: int, options: list[str], work: Path) -> dict:
     command = [sys.executable, "-m", "specdec", "train-head", *SHIPPED_SETTINGS, "--campaign",
-               "--answers", str(answers), *budget, "--work-dir", str(work / "work"),
+               "--answers", str(answers), *options, "--work-dir", str(work / "work"),
                "--output", str(work / "head")]
     print("$", " ".join(command[1:]), flush=True)
     subprocess.run(command, cwd=ROOT, check=True)
@@ -81,18 +82,21 @@ def main() -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=8.0, help="training time per point")
     budget.add_argument("--steps", type=int, help="training steps per point (instead of a time budget)")
+    parser.add_argument("--code-share", type=float, help="the share of each step's answers that are code")
     parser.add_argument("--work-root", type=Path, default=ROOT / ".cache" / "head-scaling")
     args = parser.parse_args()
     # A step budget needs a time budget that never runs out first: a day.
-    budget = (["--max-steps", str(args.steps), "--minutes", "1440"] if args.steps
-              else ["--minutes", str(args.minutes)])
+    options = (["--max-steps", str(args.steps), "--minutes", "1440"] if args.steps
+               else ["--minutes", str(args.minutes)])
+    if args.code_share is not None:
+        options += ["--code-share", str(args.code_share)]
     steps, shared_eval = {}, None
     for answers in args.answers:
         work = args.work_root / str(answers)
         (work / "work").mkdir(parents=True, exist_ok=True)
         if shared_eval is not None and not (work / "work" / shared_eval.name).exists():
             shutil.copy(shared_eval, work / "work" / shared_eval.name)
-        card = train(answers, budget, work)
+        card = train(answers, options, work)
         shared_eval = next((work / "work").glob("eval-*.pt"))
         steps[str(answers)] = {"steps": card["steps"], "answer_positions": card["answer_positions"]}
     from specdec.paths import BUNDLED_HEAD
