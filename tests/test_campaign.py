@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import torch
 
-from specdec.config import HeadTrainingConfig
+from specdec.config import CAMPAIGN_GOAL, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel
 from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
@@ -37,7 +37,9 @@ def test_a_prompt_depends_only_on_its_index_and_seed():
 
 
 def test_no_held_out_prompt_or_passage_is_in_the_campaign():
-    prompts = {prompt for _, prompt in PROMPTS}
+    """Over every prompt up to the campaign's goal, not only the first few thousand."""
+    prompts = {prompt for _, prompt in PROMPTS} | {campaign_prompt(index)[1]
+                                                    for index in range(len(PROMPTS), CAMPAIGN_GOAL)}
     campaign_text = "\n".join(prompts)
     for path in HELD_OUT_PROMPT_SETS.values():
         for held_out in json.loads(path.read_text())["prompts"]:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
-from specdec.config import DraftTrainingConfig, HeadTrainingConfig
+from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS
 
@@ -97,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     campaign = commands.add_parser("campaign", help="the target answers many prompts of many kinds (training "
                                    "data for the feature head, with its features); resumable")
-    campaign.add_argument("--answers", type=int, default=16_000,
-                          help="answers to reach in all (default 16000)")
+    campaign.add_argument("--answers", type=int, default=CAMPAIGN_GOAL,
+                          help=f"answers to reach in all (default {CAMPAIGN_GOAL})")
     campaign.add_argument("--minutes", type=float, help="stop after the shard under way when this much time "
                           "has passed (run it again to go on)")
     campaign.add_argument("--batch", type=int, default=64, help="answers sampled together: one shard (64)")
