@@ -122,6 +122,15 @@ class DraftTrainingConfig:
     stdlib_max_tokens: int = setting(320, "a standard-library block's length cap, in tokens")
     decay_fraction: float = setting(0.3, "the learning rate falls linearly to 10% over this last part")
     head_tokens: int = setting(8192, "tokens the draft's reduced head scores (FR-Spec); 0 = all")
+    campaign: bool = setting(False, "train on the data campaign's answers (python -m specdec campaign), "
+                                    "labelled from its stored features, instead of making answers")
+    code_share: float = setting(0.0, "the share of each step's answers drawn from code answers (0: as the "
+                                     "data has them); with --campaign")
+    start_from_shipped: bool = setting(False, "start from the shipped draft's layers and keep its token "
+                                              "list, not the target's first and last layers")
+
+    def __post_init__(self) -> None:
+        _check_code_share(self.code_share, self.campaign)
 
 
 @dataclass(frozen=True)
@@ -155,9 +164,13 @@ class HeadTrainingConfig:
     def __post_init__(self) -> None:
         if self.answers < 0 or (self.answers and not self.campaign):
             raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
-        if not 0 <= self.code_share < 1 or (self.code_share and not self.campaign):
-            raise SpecDecError("--code-share is a share of the campaign's answers: from 0 to below 1, "
-                               "with --campaign")
+        _check_code_share(self.code_share, self.campaign)
+
+
+def _check_code_share(code_share: float, campaign: bool) -> None:
+    if not 0 <= code_share < 1 or (code_share and not campaign):
+        raise SpecDecError("--code-share is a share of the campaign's answers: from 0 to below 1, "
+                           "with --campaign")
 
 
 @dataclass(frozen=True)

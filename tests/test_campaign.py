@@ -7,14 +7,16 @@ from collections import Counter
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
-from specdec.config import CAMPAIGN_GOAL, HeadTrainingConfig
+from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.models.loading import LoadedModel
+from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
 from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
-from specdec.training import campaign
+from specdec.training import campaign, train
 from specdec.training.campaign import (
     existing_shards,
+    labelled_campaign_shards,
     load_answers,
     load_campaign,
     read_summary,
@@ -23,6 +25,7 @@ from specdec.training.campaign import (
 )
 from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prompt
 from specdec.training.feature_head import target_features
+from specdec.training.train import build_draft, train_draft, trainable_state
 
 PROMPTS = [campaign_prompt(index) for index in range(4000)]
 
@@ -119,6 +122,55 @@ def test_a_campaign_resumes_and_refills_missing_features(chat_target, tmp_path):
     assert len(load_campaign(answers_dir, features_dir, answers=3)) == 3
     with pytest.raises(SpecDecError, match="batch 2"):  # another batch size would renumber the prompts
         run_campaign(chat_target, answers_dir, features_dir, total_answers=12, batch=4, max_new_tokens=8)
+
+
+def test_the_drafts_labels_are_the_targets_top_tokens_read_off_the_stored_features(chat_target, tmp_path):
+    answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8)
+    shards = labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "labels", top_k=5)
+    assert [path.name for path in shards] == ["campaign-0000.pt", "campaign-0001.pt"]
+    examples = [e for path in shards for e in torch.load(path, weights_only=False)]
+    answers = load_campaign(answers_dir, features_dir)
+    assert [e.kind for e in examples] == [a.kind for a in answers]
+    for example, answer in zip(examples, answers, strict=True):
+        assert torch.equal(example.token_ids, answer.token_ids)
+        assert example.answer_start == answer.answer_start
+        with torch.no_grad():  # the target reading the answer: its distribution at every answer position
+            logits = chat_target.model(answer.token_ids[None]).logits[0, answer.answer_start - 1 : -1]
+        target_probs = torch.softmax(logits.float(), -1)
+        assert example.top_ids.shape == (len(answer.token_ids) - answer.answer_start, 5)
+        # The labels' probabilities are the target's own for those tokens, and they are its top 5.
+        torch.testing.assert_close(example.top_probs.float(), target_probs.gather(1, example.top_ids),
+                                   atol=0.01, rtol=0.05)
+        assert (example.top_probs.float()[:, -1] >= target_probs.topk(5).values[:, -1] - 0.01).all()
+    # Negative control: the target's distribution one position later is not what the labels say.
+    late = torch.softmax(chat_target.model(answers[0].token_ids[None]).logits[0, answers[0].answer_start:]
+                         .float(), -1).detach()
+    assert not torch.allclose(examples[0].top_probs.float()[:-1], late.gather(1, examples[0].top_ids[:-1]),
+                              atol=0.01, rtol=0.05)
+
+
+def test_a_draft_trains_on_the_campaign_from_given_layers_and_token_list(chat_target, tmp_path, monkeypatch):
+    answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8)
+    monkeypatch.setattr(train, "CAMPAIGN_ANSWERS", answers_dir)
+    monkeypatch.setattr(train, "campaign_features_folder", lambda: features_dir)
+    start = build_draft(chat_target.model, layers=1)
+    with torch.no_grad():
+        start.model.norm.weight.fill_(2.0)  # a mark the trained draft keeps: the learning rate is 0
+    config = DraftTrainingConfig(layers=1, campaign=True, code_share=0.5, stdlib_blocks=0, batch_size=2,
+                                 learning_rate=0.0, max_steps=2, eval_every=2, eval_tokens=3)
+    card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,
+                       start_layers=trainable_state(start), head_token_ids=[3, 5, 7])
+    assert card["answers"] == 6 and card["steps"] == 2
+    assert card["labelled_positions"] == sum(len(a.token_ids) - a.answer_start
+                                             for a in load_campaign(answers_dir, features_dir))
+    saved = load_file(tmp_path / "draft" / "draft-layers.safetensors")
+    assert (saved["model.norm.weight"] == 2.0).all()
+    assert json.loads((tmp_path / "draft" / HEAD_TOKENS_FILE).read_text()) == [3, 5, 7]
+    with pytest.raises(SpecDecError, match="do not fit a 1-layer draft"):  # layers of another depth
+        train_draft(chat_target, tmp_path / "work2", tmp_path / "draft2", config, log=lambda _: None,
+                    start_layers=trainable_state(build_draft(chat_target.model, layers=2)))
 
 
 def test_answers_is_a_campaign_setting():

@@ -8,7 +8,7 @@ from test_acceptance_exact import emitted_distribution
 from test_rounds import PROMPT, emitted, exact_target_law
 from tiny_models import tiny_model
 
-from specdec.config import HeadTrainingConfig, SamplingConfig, Settings
+from specdec.config import DraftTrainingConfig, HeadTrainingConfig, SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.drafters import FeatureDrafter, LookupThenModelDrafter, NgramDrafter
 from specdec.core.records import STOP_CONFIDENCE
@@ -21,13 +21,13 @@ from specdec.models.runs import generate
 from specdec.training.feature_head import (
     FeatureExample,
     build_head,
-    draw_weights,
     evaluate_head,
     head_loss,
     make_batch,
     target_features,
     train_head,
 )
+from specdec.training.train import draw_weights
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +133,8 @@ def test_code_share_draws_code_at_that_share_and_the_rest_in_proportion():
         HeadTrainingConfig(code_share=0.5)
     with pytest.raises(SpecDecError, match="below 1"):
         HeadTrainingConfig(campaign=True, code_share=1.0)
+    with pytest.raises(SpecDecError, match="with --campaign"):  # the draft's training shares the rule
+        DraftTrainingConfig(code_share=0.5)
 
 
 def test_cached_target_keeps_and_rolls_back_its_features(tiny_target, vocab):

@@ -161,38 +161,54 @@ def run_batch_bench_command(args: argparse.Namespace, settings) -> None:
     _print_report(report, args, format_batch_table)
 
 
+def shipped_draft_parts() -> tuple[dict, list[int], int]:
+    """The shipped draft's layers, its reduced head's token list and its depth."""
+    from safetensors.torch import load_file
+
+    from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS
+
+    parts = [SHIPPED_DRAFT / name for name in (SHIPPED_DRAFT_WEIGHTS, HEAD_TOKENS_FILE, "config.json")]
+    missing = [path.name for path in parts if not path.is_file()]
+    if missing:
+        raise SpecDecError(f"the shipped draft ({SHIPPED_DRAFT.name}/) lacks {', '.join(missing)}")
+    weights, tokens, config = parts
+    depth = json.loads(config.read_text())["num_hidden_layers"]
+    return load_file(weights), json.loads(tokens.read_text()), depth
+
+
 def run_train_draft(args: argparse.Namespace) -> None:
     from specdec.models.loading import load_model
     from specdec.training.train import train_draft
 
     config = config_from_args(DraftTrainingConfig, args)
+    start_layers = head_token_ids = None
+    if config.start_from_shipped:  # its layers, depth and token list (the feature head scores that list too)
+        start_layers, head_token_ids, depth = shipped_draft_parts()
+        config = replace(config, layers=depth)
     target = load_model(BUNDLED_TARGET, fast=True)  # the teacher: its bf16 labels are as good, made faster
     if target.device.type != "cpu":
         print(f"training on {target.device.type}", file=sys.stderr)
     card = train_draft(target, args.work_dir, args.output, config,
-                       log=lambda line: tqdm.write(line, file=sys.stderr))
+                       log=lambda line: tqdm.write(line, file=sys.stderr), start_layers=start_layers,
+                       head_token_ids=head_token_ids)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 
 
 def run_train_head(args: argparse.Namespace) -> None:
-    from safetensors.torch import load_file
-
-    from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, load_model
+    from specdec.models.loading import load_model
     from specdec.training.feature_head import train_head
 
     config = config_from_args(HeadTrainingConfig, args)
-    tokens_file = SHIPPED_DRAFT / HEAD_TOKENS_FILE  # the draft's frequent tokens (FR-Spec): the same list
-    if not tokens_file.is_file():
-        raise SpecDecError(f"the head scores the shipped draft's token list, and {tokens_file} is missing")
-    draft_layers = None
+    # The head scores the draft's frequent tokens (FR-Spec): the same list.
+    draft_layers, head_token_ids, depth = shipped_draft_parts()
     if config.start_from_draft:  # the head takes the draft's layers, and so its depth
-        draft_layers = load_file(SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS)
-        depth = json.loads((SHIPPED_DRAFT / "config.json").read_text())["num_hidden_layers"]
         config = replace(config, layers=depth)
+    else:
+        draft_layers = None
     target = load_model(BUNDLED_TARGET)  # what the head will read and draft for
     # Writes the answers (bf16 where that is faster); the campaign's are written already.
     teacher = target if config.campaign else load_model(BUNDLED_TARGET, fast=True)
-    card = train_head(teacher, target, json.loads(tokens_file.read_text()), args.work_dir, args.output,
+    card = train_head(teacher, target, head_token_ids, args.work_dir, args.output,
                       config, log=lambda line: tqdm.write(line, file=sys.stderr), draft_layers=draft_layers)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 

@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel, cache_root
 from specdec.training.campaign_prompts import KINDS, campaign_prompt
+from specdec.training.data import Example, write_shards
 
 ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
 SUMMARY_FILE = "campaign.json"
@@ -250,3 +251,35 @@ def load_campaign(answers_folder: Path, features_folder: Path, answers: int = 0)
             break
         loaded += load_answers(*shard_paths(answers_folder, features_folder, index))
     return loaded[:answers] if answers else loaded
+
+
+@torch.inference_mode()
+def campaign_examples(answers: list[Answer], output_head: torch.Tensor, top_k: int) -> list[Example]:
+    """Answers with features -> the draft's training examples: the target's top-k tokens and probabilities
+    at each answer position, read off the stored features through its output head (the features are
+    after the final norm, so this is the target's own distribution: no second pass)."""
+    examples = []
+    for answer in answers:
+        if answer.features is None:
+            raise SpecDecError("an answer without features: run `python -m specdec campaign` to fill them in")
+        # The feature at position i predicts token i + 1: answer_start - 1 ... length - 2.
+        features = answer.features[answer.answer_start - 1 : len(answer.token_ids) - 1]
+        logits = features.to(output_head.dtype) @ output_head.T
+        top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
+        examples.append(Example(answer.token_ids, answer.answer_start, top_ids, top_probs.half(),
+                                answer.kind))
+    return examples
+
+
+def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features_folder: Path, folder: Path,
+                             top_k: int, progress: Callable[[int, int], None] | None = None) -> list[Path]:
+    """The campaign's shards as the draft's training shards (one each, resumable): see campaign_examples."""
+    folder.mkdir(parents=True, exist_ok=True)
+    output_head = target.model.get_output_embeddings().weight.detach()[: target.vocab_size]
+
+    def label(index: int) -> list[Example]:
+        return campaign_examples(load_answers(*shard_paths(answers_folder, features_folder, index)),
+                                 output_head, top_k)
+
+    paths = [folder / f"campaign-{index:04d}.pt" for index in range(existing_shards(answers_folder))]
+    return write_shards(paths, label, progress)

@@ -172,6 +172,7 @@ class Example:
     answer_start: int  # first answer position: labels cover positions answer_start - 1 ... length - 2
     top_ids: torch.Tensor  # (answer_length, top_k) the target's most likely next tokens
     top_probs: torch.Tensor  # (answer_length, top_k) their probabilities (not renormalised)
+    kind: str = ""  # the campaign's kind of prompt (code, prose, ...), where known
 
 
 @torch.inference_mode()

@@ -36,6 +36,8 @@ from specdec.training.campaign import campaign_features_folder, load_campaign
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.train import (
     budget_spent,
+    draw_batch,
+    draw_weights,
     greedy_answer,
     learning_rate_factor,
     sampled_candidates,
@@ -172,18 +174,6 @@ def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, outp
     return figures
 
 
-def draw_weights(examples: list[FeatureExample], code_share: float) -> torch.Tensor | None:
-    """Each answer's chance of being drawn, so that code answers make `code_share` of the draws and the
-    rest keep their proportions (None for 0: every answer alike). The campaign is a third code; a head
-    drafts code as well as its data's share of code lets it."""
-    if not code_share:
-        return None
-    is_code = torch.tensor([e.kind == "code" for e in examples])
-    if is_code.all() or not is_code.any():
-        raise SpecDecError("--code-share needs both code answers and others in the data")
-    return torch.where(is_code, code_share / is_code.sum(), (1 - code_share) / (~is_code).sum())
-
-
 def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> list[FeatureExample]:
     """The target's greedy answers to held-out prompts, with its features."""
     examples = []
@@ -299,11 +289,8 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
         while progress() < 1:
             start = time.perf_counter()
-            if weights is None:
-                picked = torch.randint(len(examples), (config.batch_size,), generator=order)
-            else:
-                picked = torch.multinomial(weights, config.batch_size, replacement=True, generator=order)
-            batch = make_batch([examples[i] for i in picked], embed)
+            batch = make_batch([examples[i] for i in draw_batch(weights, len(examples), config.batch_size,
+                                                                 order)], embed)
             # A linear rise over the warm-up steps (Adam's first steps move every weight by about the
             # rate, enough to undo a trained start), then a fall to 10 % over the budget's last 30 %.
             warmup = min((state["step"] + 1) / config.warmup_steps, 1.0) if config.warmup_steps else 1.0

@@ -21,8 +21,10 @@ from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
 from specdec.config import DraftTrainingConfig
-from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
-from specdec.paths import TRAINING_EVAL_SETS
+from specdec.errors import SpecDecError
+from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel, cpu_has_native_bf16
+from specdec.paths import CAMPAIGN_ANSWERS, TRAINING_EVAL_SETS
+from specdec.training.campaign import campaign_features_folder, labelled_campaign_shards
 from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards, right_padded
 
 
@@ -154,6 +156,27 @@ def budget_spent(state: dict, minutes: float, max_steps: int) -> float:
     return max(state["seconds"] / (minutes * 60), state["step"] / max_steps)
 
 
+def draw_weights(examples: list, code_share: float) -> torch.Tensor | None:
+    """Each answer's chance of being drawn (answers with a `kind`), so that code answers make `code_share`
+    of the draws and the rest keep their proportions (None for 0: every answer alike). The campaign is a
+    third code; a drafter drafts code as well as its data's share of code lets it."""
+    if not code_share:
+        return None
+    is_code = torch.tensor([e.kind == "code" for e in examples])
+    if is_code.all() or not is_code.any():
+        raise SpecDecError("--code-share needs both code answers and others in the data")
+    return torch.where(is_code, code_share / is_code.sum(), (1 - code_share) / (~is_code).sum())
+
+
+def draw_batch(weights: torch.Tensor | None, count: int, batch_size: int, order: torch.Generator
+               ) -> torch.Tensor:
+    """Which answers a training step reads: uniform draws (as runs before `weights` existed drew, so
+    that they resume alike), or draws by `weights`."""
+    if weights is None:
+        return torch.randint(count, (batch_size,), generator=order)
+    return torch.multinomial(weights, batch_size, replacement=True, generator=order)
+
+
 def learning_rate_factor(progress: float, decay_fraction: float) -> float:
     """Constant, then a linear fall to 10 % over the last `decay_fraction` of the budget."""
     if decay_fraction <= 0:
@@ -182,16 +205,30 @@ def train_draft(
     output_folder: Path,
     config: DraftTrainingConfig,
     log=print,
+    start_layers: dict[str, torch.Tensor] | None = None,
+    head_token_ids: list[int] | None = None,
 ) -> dict:
-    """Make data (resumable), train for the time budget (resumable), write the draft + its card."""
+    """Make data (resumable), train for the time budget (resumable), write the draft + its card.
+
+    `start_layers`: a trained draft's layers to start from instead of the target's first and last;
+    `head_token_ids`: the reduced head's tokens, if they are given rather than counted from the data.
+    """
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
 
-    bar, progress = shard_progress("target answers (data)")
-    with bar:
-        shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
-                             config.generation_batch, config.max_new_tokens, config.label_top_k,
-                             config.max_shards, progress)
+    if config.campaign:
+        bar, progress = shard_progress("campaign answers (labels from their features)")
+        with bar:
+            shards = labelled_campaign_shards(target, CAMPAIGN_ANSWERS, campaign_features_folder(),
+                                              work_folder / "campaign", config.label_top_k, progress)
+        if not shards:
+            raise SpecDecError("the campaign has no answers yet: run `python -m specdec campaign` first")
+    else:
+        bar, progress = shard_progress("target answers (data)")
+        with bar:
+            shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
+                                 config.generation_batch, config.max_new_tokens, config.label_top_k,
+                                 config.max_shards, progress)
     bar, progress = shard_progress("standard-library code (data)")
     with bar:
         shards += make_stdlib_shards(target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch,
@@ -206,7 +243,14 @@ def train_draft(
         torch.save(eval_sets, eval_path)
     eval_sets = torch.load(eval_path, weights_only=False)
 
-    draft = build_draft(target.model, config.layers).train()
+    draft = build_draft(target.model, config.layers)
+    if start_layers is not None:
+        loaded = draft.load_state_dict(start_layers, strict=False)
+        shared = {"model.embed_tokens.weight", "lm_head.weight"}  # the target's, not the draft's
+        if loaded.unexpected_keys or set(loaded.missing_keys) - shared:
+            raise SpecDecError(f"the draft's layers do not fit a {config.layers}-layer draft: "
+                               f"{(loaded.unexpected_keys or loaded.missing_keys)[:3]}")
+    draft.train()
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
                                   lr=config.learning_rate, weight_decay=0.0)
     checkpoint_path = work_folder / "checkpoint.pt"
@@ -219,9 +263,10 @@ def train_draft(
         log(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min trained)")
 
     order = torch.Generator().manual_seed(state["step"])
-    # Where the teacher runs in bf16 (CUDA, or a CPU with bf16 math) the draft's forward does too;
-    # its weights and the optimiser stay fp32.
-    bf16 = target.model.dtype == torch.bfloat16
+    weights = draw_weights(examples, config.code_share)
+    # On CUDA, or a CPU with bf16 math, the draft's forward runs in bf16 (as the head's does): ~0.7 s a
+    # step instead of ~1 s here. Its weights and the optimiser stay fp32.
+    bf16 = target.device.type == "cuda" or cpu_has_native_bf16()
 
     def progress() -> float:
         return budget_spent(state, config.minutes, config.max_steps)
@@ -229,7 +274,7 @@ def train_draft(
     with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
         while progress() < 1:
             start = time.perf_counter()
-            batch = [examples[i] for i in torch.randint(len(examples), (config.batch_size,), generator=order)]
+            batch = [examples[i] for i in draw_batch(weights, len(examples), config.batch_size, order)]
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * learning_rate_factor(progress(), config.decay_fraction)
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
@@ -259,7 +304,9 @@ def train_draft(
     card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
             "answers": len(examples), "labelled_positions": sum(len(e.top_ids) for e in examples),
             "history": state["history"]}
-    head = frequent_tokens(examples, config.head_tokens, target.vocab_size) if config.head_tokens else None
+    head = head_token_ids
+    if head is None and config.head_tokens:
+        head = frequent_tokens(examples, config.head_tokens, target.vocab_size)
     if head is not None:
         card["final_with_reduced_head"] = {
             name: evaluate(draft.eval(), s, target.vocab_size, head) for name, s in eval_sets.items()
