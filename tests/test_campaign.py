@@ -148,6 +148,9 @@ def test_the_drafts_labels_are_the_targets_top_tokens_read_off_the_stored_featur
                          .float(), -1).detach()
     assert not torch.allclose(examples[0].top_probs.float()[:-1], late.gather(1, examples[0].top_ids[:-1]),
                               atol=0.01, rtol=0.05)
+    shard_paths(answers_dir, features_dir, 1)[1].unlink()  # answers without features: a clear message
+    with pytest.raises(SpecDecError, match="specdec campaign"):
+        labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
 
 
 def test_a_draft_trains_on_the_campaign_from_given_layers_and_token_list(chat_target, tmp_path, monkeypatch):

@@ -278,8 +278,11 @@ def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features
     output_head = target.model.get_output_embeddings().weight.detach()[: target.vocab_size]
 
     def label(index: int) -> list[Example]:
-        return campaign_examples(load_answers(*shard_paths(answers_folder, features_folder, index)),
-                                 output_head, top_k)
+        answers_path, features_path = shard_paths(answers_folder, features_folder, index)
+        if not features_path.exists():  # a fresh checkout has the answers, not their features
+            raise SpecDecError(f"the campaign's features for shard {index} are not in {features_folder}: "
+                               "`python -m specdec campaign` fills them in (one pass over the answers)")
+        return campaign_examples(load_answers(answers_path, features_path), output_head, top_k)
 
     paths = [folder / f"campaign-{index:04d}.pt" for index in range(existing_shards(answers_folder))]
     return write_shards(paths, label, progress)
