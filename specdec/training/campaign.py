@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel, cache_root
 from specdec.training.campaign_prompts import KINDS, campaign_prompt
-from specdec.training.data import Example, write_shards
+from specdec.training.data import Example, top_labels, write_shards
 
 ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
 SUMMARY_FILE = "campaign.json"
@@ -260,14 +260,10 @@ def campaign_examples(answers: list[Answer], output_head: torch.Tensor, top_k: i
     after the final norm, so this is the target's own distribution: no second pass)."""
     examples = []
     for answer in answers:
-        if answer.features is None:
-            raise SpecDecError("an answer without features: run `python -m specdec campaign` to fill them in")
         # The feature at position i predicts token i + 1: answer_start - 1 ... length - 2.
         features = answer.features[answer.answer_start - 1 : len(answer.token_ids) - 1]
-        logits = features.to(output_head.dtype) @ output_head.T
-        top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
-        examples.append(Example(answer.token_ids, answer.answer_start, top_ids, top_probs.half(),
-                                answer.kind))
+        top_ids, top_probs = top_labels(features, output_head, top_k)
+        examples.append(Example(answer.token_ids, answer.answer_start, top_ids, top_probs, answer.kind))
     return examples
 
 

@@ -308,10 +308,19 @@ def label_answers(target: LoadedModel, prompts: list[str], answers: list[str], m
     head = model.get_output_embeddings().weight[: target.vocab_size]
     examples = []
     for row, (sequence, start) in enumerate(zip(sequences, starts, strict=True)):
-        logits = hidden[row, start - 1 : len(sequence) - 1] @ head.T  # positions predicting the answer
-        top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
-        examples.append(Example(torch.tensor(sequence), start, top_ids, top_probs.to(torch.float16)))
+        # The positions predicting the answer.
+        top_ids, top_probs = top_labels(hidden[row, start - 1 : len(sequence) - 1], head, top_k)
+        examples.append(Example(torch.tensor(sequence), start, top_ids, top_probs))
     return examples
+
+
+def top_labels(hidden: torch.Tensor, output_head: torch.Tensor, top_k: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target's last hidden states (after its final norm) -> its top-k next tokens at each position
+    and their probabilities (fp16): the draft's distillation label."""
+    logits = hidden.to(output_head.dtype) @ output_head.T
+    top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
+    return top_ids, top_probs.half()
 
 
 def make_stdlib_shards(target: LoadedModel, folder: Path, count: int, batch_size: int, max_tokens: int,
