@@ -25,6 +25,19 @@ def test_the_fastest_on_code_wins_only_if_never_slower_than_the_target_anywhere(
     assert measured_best([report(code={"A": 0.9})])[0] is None
 
 
+def test_the_default_stays_unless_another_row_leads_it_by_more_than_the_noise():
+    runs = [report(code={"A": 1.55, "B": 1.57}, prose={"A": 1.2, "B": 1.2}),
+            report(code={"A": 1.60, "B": 1.58}, prose={"A": 1.2, "B": 0.99})]
+    for run in runs:
+        run["default_method"] = "A"
+    assert measured_best(runs[:1])[0] == "B"  # no margin: the faster row, by 0.02
+    assert measured_best(runs[:1], keep_within=0.04)[0] == "A"  # 0.02 is inside the margin
+    assert measured_best(runs[:1], keep_within=0.01)[0] == "B"  # outside it
+    assert measured_best(runs, keep_within=0.04)[0] == "A"  # B is slower than the target on prose once
+    runs[0]["default_method"] = runs[1]["default_method"] = "C"  # a default not in the reports keeps nothing
+    assert measured_best(runs[:1], keep_within=0.04)[0] == "B"
+
+
 def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():
     drafters = parse_race("ngram+bundled:A, bundled:B")
     assert drafters == ["ngram+bundled:A", "bundled:B"]

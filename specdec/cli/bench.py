@@ -248,12 +248,14 @@ def run_bench_sets(
     return report
 
 
-def measured_best(reports: list[dict], fastest_on: str = "code") -> tuple[str | None, dict[str, dict]]:
+def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: float = 0.0
+                  ) -> tuple[str | None, dict[str, dict]]:
     """The rule the bundled target's default drafter is chosen by, over bench reports from several
     machines: of the speculative rows never slower than the target alone on any set of any report, the
     one fastest on `fastest_on` (by its lower ratio over the reports: a default must suit every
-    machine). -> (the chosen row's label or None, per row: its worst ratio anywhere and its ratio on
-    `fastest_on` in each report)."""
+    machine). The reports' current default stays unless another row leads it there by more than
+    `keep_within` (a lead inside the runs' noise is no reason to change). -> (the chosen row's label or
+    None, per row: its worst ratio anywhere and its ratio on `fastest_on` in each report)."""
     rows: dict[str, dict] = {}
     for report in reports:
         for set_name, entry in report["sets"].items():
@@ -266,7 +268,14 @@ def measured_best(reports: list[dict], fastest_on: str = "code") -> tuple[str | 
                     figures[fastest_on].append(row["over_target_only"])
     never_slower = [label for label, figures in rows.items()
                     if figures["worst"] >= 1.0 and figures[fastest_on]]
-    chosen = max(never_slower, key=lambda label: min(rows[label][fastest_on]), default=None)
+
+    def lower_ratio(label: str) -> float:
+        return min(rows[label][fastest_on])
+
+    chosen = max(never_slower, key=lower_ratio, default=None)
+    current = reports[0].get("default_method") if reports else None
+    if current in never_slower and lower_ratio(chosen) - lower_ratio(current) <= keep_within:
+        chosen = current
     return chosen, rows
 
 
