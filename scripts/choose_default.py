@@ -17,11 +17,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdec.cli.bench import measured_best  # noqa: E402
+from specdec.cli.bench import measured_best, row_name  # noqa: E402
 
 # One drafter's code ratio moves between reports of one machine on one day (the default's, 2026-12-02:
 # 1.53x to 1.62x over six, standard deviation 0.037x): a smaller lead is noise, not a reason to change.
 KEEP_WITHIN = 0.04
+
+
+def code_ratio(report: dict, name: str) -> float | None:
+    """The named row's ratio over the target alone on the code set of one report (None: it did not run)."""
+    methods = report["sets"].get("code", {}).get("methods", {})
+    return next((row["over_target_only"] for label, row in methods.items()
+                 if row_name(report, label) == name), None)
 
 
 def main() -> None:
@@ -33,10 +40,11 @@ def main() -> None:
     width = max(map(len, rows))
     machines = " ".join(f"{'code, ' + path.stem:>18}" for path in paths)
     print(f"{'method':<{width}} {machines} {'worst anywhere':>15}")
-    for label, figures in rows.items():
-        codes = " ".join(f"{ratio:>17.2f}x" for ratio in figures["code"])
+    for label, figures in rows.items():  # a row's name: its drafter and draft length
+        codes = " ".join(f"{ratio:>17.2f}x" if ratio else f"{'-':>18}"
+                         for ratio in (code_ratio(report, label) for report in reports))
         mark = "  <- chosen" if label == chosen else ""
-        mark += "  (the default)" if label == reports[0].get("default_method") else ""
+        mark += "  (the default)" if label == row_name(reports[0], reports[0].get("default_method")) else ""
         print(f"{label:<{width}} {codes} {figures['worst']:>14.2f}x{mark}")
     if chosen is None:
         print("no drafter is at least as fast as the target alone on every set")

@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/head_scaling.py 1500 3000 6000 [--minutes 8 | --steps 1500]
         [--code-share 0.5] [--work-root .cache/head-scaling]
+    .venv/bin/python scripts/head_scaling.py --evaluate HEAD_FOLDER [...] [--work-root ...]
 
 Each N runs `python -m specdec train-head --start-from-draft --campaign --answers N` with the shipped head's
 settings and the same budget, in its own work folder (resumable), and writes its head there. The budget is
@@ -13,6 +14,8 @@ one, is read back from its files and evaluated on that set alike. Prints, per he
 draft (its acceptance rate α at T = 1) and the share of first drafts equal to the target's argmax (α at
 T = 0), per held-out kind, and writes them to work-root/scaling.json. Last, per kind, the least-squares rise
 of agreement per doubling of the answers, and from it how many answers would reach the goals (GOALS).
+--evaluate trains nothing: it reads back the shipped head and the heads in the folders given, evaluates
+them alike on the held-out set in work-root (made there if missing), and writes work-root/evaluated.json.
 """
 
 from __future__ import annotations
@@ -55,17 +58,17 @@ def train(answers: int, options: list[str], work: Path) -> dict:
     return json.loads((work / "head" / "training.json").read_text())
 
 
-def evaluate_saved(heads: dict[str, str], eval_path: Path) -> dict[str, dict]:
-    """Each head (a folder or the bundled name), as bench would load it, on the held-out set."""
-    import torch
-
+def evaluate_saved(heads: dict[str, str], eval_folder: Path) -> dict[str, dict]:
+    """Each head (a folder or the bundled name), as bench would load it, on the held-out set kept in
+    `eval_folder` (made there first if missing)."""
+    from specdec.config import HeadTrainingConfig
     from specdec.models.feature_head import load_head
     from specdec.models.loading import load_model
     from specdec.paths import BUNDLED_TARGET
-    from specdec.training.feature_head import evaluate_head
+    from specdec.training.feature_head import evaluate_head, held_out_eval_sets
 
     target = load_model(BUNDLED_TARGET)
-    eval_sets = torch.load(eval_path, weights_only=False)
+    eval_sets = held_out_eval_sets(target, eval_folder, HeadTrainingConfig().eval_tokens)
     embed = target.model.get_input_embeddings()
     figures = {}
     for label, name in heads.items():
@@ -76,15 +79,38 @@ def evaluate_saved(heads: dict[str, str], eval_path: Path) -> dict[str, dict]:
     return figures
 
 
+def print_figures(figures: dict[str, dict], runs: dict[str, dict]) -> None:
+    kinds, width = list(figures["shipped"]), max(8, *map(len, figures))
+    print(f"{'head':>{width}} {'positions':>9} {'steps':>5}  " + "  ".join(f"{k:>16}" for k in kinds))
+    print(f"{'':>{width}} {'':>9} {'':>5}  " + "  ".join(f"{'Σmin   agree':>16}" for _ in kinds))
+    for label, by_kind in figures.items():
+        run = runs.get(label, {"answer_positions": "", "steps": ""})
+        cells = [f"{by_kind[k]['sum_min_pq']:.3f}  {by_kind[k]['agree_1_in_a_row']:.3f}".rjust(16)
+                 for k in kinds]
+        print(f"{label:>{width}} {run['answer_positions']:>9} {run['steps']:>5}  " + "  ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=int, nargs="+", help="training answers per point")
+    parser.add_argument("answers", type=int, nargs="*", help="training answers per point")
+    parser.add_argument("--evaluate", type=Path, nargs="+", metavar="HEAD_FOLDER",
+                        help="train nothing: evaluate these saved heads beside the shipped one")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=8.0, help="training time per point")
     budget.add_argument("--steps", type=int, help="training steps per point (instead of a time budget)")
     parser.add_argument("--code-share", type=float, help="the share of each step's answers that are code")
     parser.add_argument("--work-root", type=Path, default=ROOT / ".cache" / "head-scaling")
     args = parser.parse_args()
+    from specdec.paths import BUNDLED_HEAD
+
+    if args.evaluate:
+        figures = evaluate_saved({"shipped": BUNDLED_HEAD} | {str(f): str(f) for f in args.evaluate},
+                                 args.work_root)
+        (args.work_root / "evaluated.json").write_text(json.dumps(figures, indent=1))
+        print_figures(figures, {})
+        return
+    if not args.answers:
+        parser.error("give the training answers of each point, or --evaluate HEAD_FOLDER ...")
     # A step budget needs a time budget that never runs out first: a day.
     options = (["--max-steps", str(args.steps), "--minutes", "1440"] if args.steps
                else ["--minutes", str(args.minutes)])
@@ -99,23 +125,17 @@ def main() -> None:
         card = train(answers, options, work)
         shared_eval = next((work / "work").glob("eval-*.pt"))
         steps[str(answers)] = {"steps": card["steps"], "answer_positions": card["answer_positions"]}
-    from specdec.paths import BUNDLED_HEAD
-
+    if not (args.work_root / shared_eval.name).exists():  # where evaluate_saved looks for it
+        shutil.copy(shared_eval, args.work_root / shared_eval.name)
     heads = {"shipped": BUNDLED_HEAD} | {str(n): str(args.work_root / str(n) / "head") for n in args.answers}
-    figures = evaluate_saved(heads, shared_eval)
+    figures = evaluate_saved(heads, args.work_root)
     kinds = list(figures["shipped"])
     trend = {kind: extrapolate({n: figures[str(n)][kind]["agree_1_in_a_row"] for n in args.answers},
                                GOALS.get(kind))
              for kind in kinds} if len(args.answers) > 1 else {}
     (args.work_root / "scaling.json").write_text(json.dumps({"runs": steps, "figures": figures,
                                                              "trend": trend}, indent=1))
-    print(f"{'answers':>8} {'positions':>9} {'steps':>5}  " + "  ".join(f"{k:>16}" for k in kinds))
-    print(f"{'':>8} {'':>9} {'':>5}  " + "  ".join(f"{'Σmin   agree':>16}" for _ in kinds))
-    for label, by_kind in figures.items():
-        run = steps.get(label, {"answer_positions": "", "steps": ""})
-        cells = [f"{by_kind[k]['sum_min_pq']:.3f}  {by_kind[k]['agree_1_in_a_row']:.3f}".rjust(16)
-                 for k in kinds]
-        print(f"{label:>8} {run['answer_positions']:>9} {run['steps']:>5}  " + "  ".join(cells))
+    print_figures(figures, steps)
     for kind, line in trend.items():
         reach = ("" if line["goal"] is None else f"; agreement {line['goal']} at "
                  + (f"~{line['answers_for_goal']:,} answers" if line["answers_for_goal"] else "no amount"))

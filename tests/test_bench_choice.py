@@ -38,6 +38,26 @@ def test_the_default_stays_unless_another_row_leads_it_by_more_than_the_noise():
     assert measured_best(runs[:1], keep_within=0.04)[0] == "B"
 
 
+def test_rows_pool_by_the_drafter_they_ran_not_by_their_label():
+    """A lone head reads "n-gram, then head" whichever head it is: two races of two heads must not
+    pool into one row."""
+    first = report(code={"n-gram, then head, adaptive": 1.7}, prose={"n-gram, then head, adaptive": 1.2})
+    second = report(code={"n-gram, then head, adaptive": 1.5}, prose={"n-gram, then head, adaptive": 0.9})
+    first["method_names"] = {"n-gram, then head, adaptive": "ngram+heads/new, adaptive"}
+    second["method_names"] = {"n-gram, then head, adaptive": "ngram+heads/old, adaptive"}
+    chosen, rows = measured_best([first, second])
+    assert set(rows) == {"ngram+heads/new, adaptive", "ngram+heads/old, adaptive"}
+    assert chosen == "ngram+heads/new, adaptive"  # the old head's slow prose is not held against it
+    del first["method_names"], second["method_names"]  # reports from before names: pooled by label
+    assert measured_best([first, second])[0] is None
+
+
+def test_a_race_names_each_row_by_its_drafter_and_draft_length():
+    methods = race_methods(["ngram+bundled:A", "bundled:B"], adaptive=True)
+    assert [m.name for m in methods] == [TARGET_ONLY, "ngram+bundled:A, adaptive", "bundled:B, adaptive"]
+    assert race_methods(["bundled:B"], adaptive=False)[1].name == "bundled:B, γ fixed"
+
+
 def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():
     drafters = parse_race("ngram+bundled:A, bundled:B")
     assert drafters == ["ngram+bundled:A", "bundled:B"]

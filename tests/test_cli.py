@@ -234,6 +234,7 @@ def test_bench_names_its_cpu_and_marks_the_default_row(capsys, tiny_pair_dirs, t
     assert cpu["kernels_held_to"] == {"ATEN_CPU_CAPABILITY": "avx2"}
     # Not the bundled target, so the default drafter is n-gram lookup, with adaptive length.
     assert report["default_method"] == "n-gram, adaptive"
+    assert report["method_names"]["n-gram, adaptive"] == "ngram, adaptive"
     code, out, _ = run_cli(capsys, *args)
     assert out.startswith("cpu: ") and "kernels held to ATEN_CPU_CAPABILITY=avx2" in out.splitlines()[0]
     assert any("n-gram, adaptive *" in line for line in out.splitlines())

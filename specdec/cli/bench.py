@@ -40,6 +40,16 @@ class Method:
     adaptive: bool = False
     named: bool = False  # the drafter's name joins its label: a bundled drafter of its kind runs too
 
+    @property
+    def name(self) -> str:
+        """The row's name in every report, whatever else raced (its label depends on that): the drafter
+        as the command line names it, and the draft length."""
+        if self.kind == TARGET_ONLY:
+            return TARGET_ONLY
+        if self.kind == HF_ASSISTED:
+            return f"{HF_ASSISTED}: {self.drafter}"
+        return f"{self.drafter}, {'adaptive' if self.adaptive else 'γ fixed'}"
+
     def hf_label(self) -> str:
         return f"{HF_ASSISTED}: {self.drafter_label}"
 
@@ -200,6 +210,7 @@ def run_bench_sets(
         "chat": chat,
         "repeats": repeats,
         "methods": [m.label for m in methods],
+        "method_names": {m.label: m.name for m in methods},
         "default_method": default_method(methods, default_drafter(pair.target.name), settings.adaptive),
         "sets": {},
     }
@@ -254,29 +265,36 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     machines: of the speculative rows never slower than the target alone on any set of any report, the
     one fastest on `fastest_on` (by its lower ratio over the reports: a default must suit every
     machine). The reports' current default stays unless another row leads it there by more than
-    `keep_within` (a lead inside the runs' noise is no reason to change). -> (the chosen row's label or
-    None, per row: its worst ratio anywhere and its ratio on `fastest_on` in each report)."""
+    `keep_within` (a lead inside the runs' noise is no reason to change). Rows are pooled by their
+    `method_names` (a drafter's label depends on what else raced), by label in reports without them.
+    -> (the chosen row's name or None, per row name: its worst ratio anywhere and its ratio on
+    `fastest_on` in each report)."""
     rows: dict[str, dict] = {}
     for report in reports:
         for set_name, entry in report["sets"].items():
             for label, row in entry["methods"].items():
                 if label == TARGET_ONLY:
                     continue
-                figures = rows.setdefault(label, {"worst": float("inf"), fastest_on: []})
+                figures = rows.setdefault(row_name(report, label), {"worst": float("inf"), fastest_on: []})
                 figures["worst"] = min(figures["worst"], row["over_target_only"])
                 if set_name == fastest_on:
                     figures[fastest_on].append(row["over_target_only"])
-    never_slower = [label for label, figures in rows.items()
+    never_slower = [name for name, figures in rows.items()
                     if figures["worst"] >= 1.0 and figures[fastest_on]]
 
-    def lower_ratio(label: str) -> float:
-        return min(rows[label][fastest_on])
+    def lower_ratio(name: str) -> float:
+        return min(rows[name][fastest_on])
 
     chosen = max(never_slower, key=lower_ratio, default=None)
-    current = reports[0].get("default_method") if reports else None
+    current = row_name(reports[0], reports[0].get("default_method")) if reports else None
     if current in never_slower and lower_ratio(chosen) - lower_ratio(current) <= keep_within:
         chosen = current
     return chosen, rows
+
+
+def row_name(report: dict, label: str | None) -> str | None:
+    """A bench row's name across reports: its `method_names` entry; its label in a report without them."""
+    return report.get("method_names", {}).get(label, label)
 
 
 def format_bench_table(report: dict) -> str:

@@ -183,6 +183,17 @@ def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> 
     return examples
 
 
+def held_out_eval_sets(target: LoadedModel, folder: Path, tokens: int) -> dict[str, list[FeatureExample]]:
+    """Every held-out kind (code, structured, prose, math, questions, summaries): the target's greedy
+    answers of `tokens` tokens with its features, made once per folder and read back after."""
+    path = folder / f"eval-{tokens}-{'-'.join(HELD_OUT_PROMPT_SETS)}.pt"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save({name: make_eval_features(target, json.loads(prompts.read_text())["prompts"], tokens)
+                    for name, prompts in HELD_OUT_PROMPT_SETS.items()}, path)
+    return torch.load(path, weights_only=False)
+
+
 def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, torch.Tensor] | None = None
                ) -> FeatureHead:
     """Layers start as copies of the target's last ones, and fc starts by passing the feature through.
@@ -252,14 +263,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     positions = sum(len(e.token_ids) - e.answer_start for e in examples)
     log(f"data: {len(examples)} answers, {positions} answer positions")
 
-    # Every held-out kind (code, structured, prose, math, questions, summaries): the greedy answers are
-    # made once per work folder.
-    eval_path = work_folder / f"eval-{config.eval_tokens}-{'-'.join(HELD_OUT_PROMPT_SETS)}.pt"
-    if not eval_path.exists():
-        torch.save({name: make_eval_features(target, json.loads(path.read_text())["prompts"],
-                                             config.eval_tokens)
-                    for name, path in HELD_OUT_PROMPT_SETS.items()}, eval_path)
-    eval_sets = torch.load(eval_path, weights_only=False)
+    eval_sets = held_out_eval_sets(target, work_folder, config.eval_tokens)
 
     embed = target.model.get_input_embeddings()
     output_rows = target.model.get_output_embeddings().weight.detach()[head_token_ids].float()
