@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from specdec.cli.bench import TARGET_ONLY, measured_best, parse_race, race_methods
+from specdec.cli.bench import (
+    TARGET_ONLY,
+    default_method,
+    measured_best,
+    parse_race,
+    parse_race_lengths,
+    race_methods,
+)
+from specdec.config import Settings
 from specdec.errors import SpecDecError
 from specdec.paths import BUNDLED_HEAD
 
@@ -56,6 +64,22 @@ def test_a_race_names_each_row_by_its_drafter_and_draft_length():
     methods = race_methods(["ngram+bundled:A", "bundled:B"], adaptive=True)
     assert [m.name for m in methods] == [TARGET_ONLY, "ngram+bundled:A, adaptive", "bundled:B, adaptive"]
     assert race_methods(["bundled:B"], adaptive=False)[1].name == "bundled:B, γ fixed"
+
+
+def test_a_race_length_makes_a_row_of_its_own_and_never_the_default_row():
+    methods = race_methods(["ngram+bundled:A"], adaptive=True, lengths=[(3, 0.1), (5, None)])
+    assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
+                                              "n-gram, then model, adaptive, γ 3, threshold 0.1",
+                                              "n-gram, then model, adaptive, γ 5"]
+    assert methods[2].name == "ngram+bundled:A, adaptive, γ 3, threshold 0.1"
+    own = Settings(gamma=4, draft_threshold=0.2, adaptive=False)
+    assert (methods[2].settings(own).gamma, methods[2].settings(own).draft_threshold) == (3, 0.1)
+    assert methods[3].settings(own).draft_threshold == 0.2 and methods[1].settings(own).adaptive
+    assert default_method(methods, "ngram+bundled:A", adaptive=True) == "n-gram, then model, adaptive"
+    assert parse_race_lengths("3:0.1, 5") == [(3, 0.1), (5, None)]
+    for bad in ("", "a", "3:x", "0", "3:1", "3:-0.1"):
+        with pytest.raises(SpecDecError):
+            parse_race_lengths(bad)
 
 
 def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():

@@ -173,6 +173,28 @@ def test_bench_race_runs_only_the_named_drafters(capsys, tiny_pair_dirs, tmp_pat
     assert code == 2 and "--race" in err
 
 
+def test_bench_race_lengths_run_each_drafter_at_its_own_draft_length_too(capsys, tiny_pair_dirs, tmp_path):
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
+                           tiny_pair_dirs["draft"], "--race-lengths", "1,3:0.5", "--max-new-tokens", "12",
+                           "--draft-threshold", "0", "--target-model", tiny_pair_dirs["target"])
+    assert code == 0
+    report = json.loads(out)
+    methods = report["sets"]["mini"]["methods"]
+    assert list(methods) == ["target only", "draft model, adaptive", "draft model, adaptive, γ 1",
+                             "draft model, adaptive, γ 3, threshold 0.5"]
+    assert methods["draft model, adaptive, γ 1"]["drafted_per_round"] <= 1  # its cap, not the run's 4
+    assert methods["draft model, adaptive"]["drafted_per_round"] > 1  # the run's own (threshold 0)
+    assert report["default_method"] is None  # not the tiny target's default drafter (n-gram)
+    names = report["method_names"]
+    assert names["draft model, adaptive, γ 1"] == f"{tiny_pair_dirs['draft']}, adaptive, γ 1"
+    for bad in (["--race-lengths", "3"], ["--race", "ngram", "--race-lengths", "x:0.1"],
+                ["--race", "ngram", "--race-lengths", "0"], ["--race", "ngram", "--race-lengths", "3:1.5"]):
+        code, _, err = run_cli(capsys, "bench", *bad, "--target-model", tiny_pair_dirs["target"])
+        assert code == 2 and ("--race" in err or "gamma" in err or "threshold" in err), err
+
+
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))

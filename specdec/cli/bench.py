@@ -39,6 +39,14 @@ class Method:
     drafter: str | None = None  # NGRAM, a draft model's or a feature head's name, maybe after LOOKUP_FIRST
     adaptive: bool = False
     named: bool = False  # the drafter's name joins its label: a bundled drafter of its kind runs too
+    gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
+    draft_threshold: float | None = None
+
+    @property
+    def length_note(self) -> str:
+        """", γ 3, threshold 0.1" for a row with a draft length of its own; "" at the run's settings."""
+        note = "" if self.gamma is None else f", γ {self.gamma}"
+        return note + ("" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}")
 
     @property
     def name(self) -> str:
@@ -48,7 +56,12 @@ class Method:
             return TARGET_ONLY
         if self.kind == HF_ASSISTED:
             return f"{HF_ASSISTED}: {self.drafter}"
-        return f"{self.drafter}, {'adaptive' if self.adaptive else 'γ fixed'}"
+        return f"{self.drafter}, {'adaptive' if self.adaptive else 'γ fixed'}{self.length_note}"
+
+    def settings(self, run: Settings) -> Settings:
+        """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
+        own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold}
+        return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
         return f"{HF_ASSISTED}: {self.drafter_label}"
@@ -85,13 +98,17 @@ def _named(drafter: str, drafters: list[str]) -> bool:
     return drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
 
 
-def race_methods(drafters: list[str], adaptive: bool) -> list[Method]:
-    """Target-only, then each drafter at the run's one draft length: a shorter race between a few."""
+def race_methods(drafters: list[str], adaptive: bool, lengths: list[tuple[int, float | None]] = ()
+                 ) -> list[Method]:
+    """Target-only, then each drafter at the run's one draft length, and at each of `lengths` ((γ,
+    draft threshold) pairs, --race-lengths): a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
-        methods.append(replace(method, label=f"{method.drafter_label}, {length}"))
+        for gamma, threshold in [(None, None), *lengths]:
+            row = replace(method, gamma=gamma, draft_threshold=threshold)
+            methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
     labels = [m.label for m in methods]
     if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
         raise SpecDecError(f"--race names two drafters that read alike: {', '.join(labels[1:])}")
@@ -106,10 +123,26 @@ def parse_race(text: str) -> list[str]:
     return drafters
 
 
+def parse_race_lengths(text: str) -> list[tuple[int, float | None]]:
+    """"3:0.1,5" -> [(3, 0.1), (5, None)]: draft lengths as γ (the cap) and, optionally, the draft
+    threshold; SpecDecError on anything else or a value Settings would refuse."""
+    lengths = []
+    for word in text.split(","):
+        gamma, _, threshold = word.strip().partition(":")
+        try:
+            length = (int(gamma), float(threshold) if threshold else None)
+        except ValueError:
+            message = f"--race-lengths takes γ or γ:threshold separated by commas, got {text!r}"
+            raise SpecDecError(message) from None
+        Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
+        lengths.append(length)
+    return lengths
+
+
 def default_method(methods: list[Method], drafter: str, adaptive: bool) -> str | None:
     """The label of the row that decodes as `generate` does by default (its drafter and draft length)."""
     return next((m.label for m in methods if m.kind == SPECULATIVE and m.drafter == drafter
-                 and m.adaptive == adaptive), None)  # fmt: skip
+                 and m.adaptive == adaptive and not m.length_note), None)  # fmt: skip
 
 
 def bench_drafters(pair: ModelPair) -> list[str]:
@@ -167,8 +200,8 @@ def _run(method: Method, pair: ModelPair, prompt_ids: list[int], settings: Setti
     if method.kind == HF_ASSISTED:
         tokens, seconds = hf_assisted_generate(pair, prompt_ids, settings)
         return tokens, seconds, [], 0.0
-    result = generate(pair, prompt_ids, replace(settings, adaptive=method.adaptive),
-                      speculative=method.kind == SPECULATIVE, detail=False)
+    result = generate(pair, prompt_ids, method.settings(settings), speculative=method.kind == SPECULATIVE,
+                      detail=False)
     return len(result.token_ids), result.wall_seconds, result.rounds, result.metrics.get("step_seconds", 0.0)
 
 
@@ -185,14 +218,16 @@ def run_bench_sets(
     with_hf: bool = True,
     log: TextIO | None = None,
     race: list[str] | None = None,
+    race_lengths: list[tuple[int, float | None]] = (),
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
-    `race`: only these drafters, at the settings' draft length. Every drafter is loaded once before the
-    first timed run."""
+    `race`: only these drafters, at the settings' draft length and at each of `race_lengths`. Every
+    drafter is loaded once before the first timed run."""
     drafters = race or bench_drafters(pair)
     for drafter in drafters:  # load each drafter once: later switches between them load nothing
         pair = pair.with_drafter(drafter)
-    methods = race_methods(drafters, settings.adaptive) if race else bench_methods(drafters, with_hf)
+    methods = (race_methods(drafters, settings.adaptive, race_lengths) if race
+               else bench_methods(drafters, with_hf))
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))

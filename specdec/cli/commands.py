@@ -17,6 +17,7 @@ from specdec.cli.bench import (
     load_prompt_sets,
     parse_batch_sizes,
     parse_race,
+    parse_race_lengths,
     run_batch_bench,
     run_bench_sets,
 )
@@ -128,9 +129,13 @@ def run_bench(args: argparse.Namespace) -> None:
         return
     prompt_sets = load_prompt_sets(args.prompt_set)
     race = parse_race(args.race) if args.race else None
+    if args.race_lengths and not race:
+        raise SpecDecError("--race-lengths needs --race: the drafters to run at those lengths")
+    lengths = parse_race_lengths(args.race_lengths) if args.race_lengths else []
     pair = load_pair(args)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
-                            with_hf=not args.no_hf, log=None if args.json else sys.stderr, race=race)
+                            with_hf=not args.no_hf, log=None if args.json else sys.stderr, race=race,
+                            race_lengths=lengths)
     _print_report(report, args, format_bench_table)
 
 
