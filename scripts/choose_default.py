@@ -41,7 +41,7 @@ def main() -> None:
     machines = " ".join(f"{'code, ' + path.stem:>18}" for path in paths)
     print(f"{'method':<{width}} {machines} {'worst anywhere':>15}")
     for label, figures in rows.items():  # a row's name: its drafter and draft length
-        codes = " ".join(f"{ratio:>17.2f}x" if ratio else f"{'-':>18}"
+        codes = " ".join(f"{ratio:>17.2f}x" if ratio is not None else f"{'-':>18}"
                          for ratio in (code_ratio(report, label) for report in reports))
         mark = "  <- chosen" if label == chosen else ""
         mark += "  (the default)" if label == row_name(reports[0], reports[0].get("default_method")) else ""
