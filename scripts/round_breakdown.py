@@ -3,7 +3,7 @@
     .venv/bin/python scripts/round_breakdown.py [--temperature 0] [--max-new-tokens 64]
 
 Loads the bundled pair once and prints, for both matrix layouts of the fp32 target (specdec.core.matmul):
-the target's cached forward pass over 1, 2, 3, 5 and 8 new tokens, then the milliseconds per round in
+the target's cached forward pass over 1, 2, 3, 4, 5 and 8 new tokens, then the milliseconds per round in
 each stage of the round loop, with the round view's full traces and lean (as bench runs), on a
 held-out code prompt with the default drafter. Both layouts are measured in one run, side by side.
 """
@@ -23,7 +23,7 @@ from specdec.lab import timing  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
 
-SIZES = (1, 2, 3, 5, 8)
+SIZES = (1, 2, 3, 4, 5, 8)
 
 
 def main() -> None:
