@@ -6,7 +6,7 @@ from app_pages import ui
 from specdec.lab import charts, timing
 from specdec.models.pair import ModelPair
 
-SIZES = (1, 2, 3, 5, 8, 16, 32)  # 2 to 5: the verification passes of γ = 1 to 4
+SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the verification passes of γ = 1 to 4
 LEAN = "lean (bench, races)"
 BREAKDOWNS = {"round view (full trace)": True, LEAN: False}  # label -> build the top-token tables
 
