@@ -24,13 +24,6 @@ from specdec.cli.bench import measured_best, row_name  # noqa: E402
 KEEP_WITHIN = 0.04
 
 
-def code_ratio(report: dict, name: str) -> float | None:
-    """The named row's ratio over the target alone on the code set of one report (None: it did not run)."""
-    methods = report["sets"].get("code", {}).get("methods", {})
-    return next((row["over_target_only"] for label, row in methods.items()
-                 if row_name(report, label) == name), None)
-
-
 def main() -> None:
     paths = [Path(arg) for arg in sys.argv[1:]]
     if not paths:
@@ -40,11 +33,12 @@ def main() -> None:
     width = max(map(len, rows))
     machines = " ".join(f"{'code, ' + path.stem:>18}" for path in paths)
     print(f"{'method':<{width}} {machines} {'worst anywhere':>15}")
+    default = row_name(reports[0], reports[0].get("default_method"))
     for label, figures in rows.items():  # a row's name: its drafter and draft length
         codes = " ".join(f"{ratio:>17.2f}x" if ratio is not None else f"{'-':>18}"
-                         for ratio in (code_ratio(report, label) for report in reports))
+                         for ratio in figures["code"])
         mark = "  <- chosen" if label == chosen else ""
-        mark += "  (the default)" if label == row_name(reports[0], reports[0].get("default_method")) else ""
+        mark += "  (the default)" if label == default else ""
         print(f"{label:<{width}} {codes} {figures['worst']:>14.2f}x{mark}")
     if chosen is None:
         print("no drafter is at least as fast as the target alone on every set")

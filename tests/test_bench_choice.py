@@ -55,6 +55,7 @@ def test_rows_pool_by_the_drafter_they_ran_not_by_their_label():
     second["method_names"] = {"n-gram, then head, adaptive": "ngram+heads/old, adaptive"}
     chosen, rows = measured_best([first, second])
     assert set(rows) == {"ngram+heads/new, adaptive", "ngram+heads/old, adaptive"}
+    assert rows["ngram+heads/new, adaptive"]["code"] == [1.7, None]  # per report, None where it did not run
     assert chosen == "ngram+heads/new, adaptive"  # the old head's slow prose is not held against it
     del first["method_names"], second["method_names"]  # reports from before names: pooled by label
     assert measured_best([first, second])[0] is None

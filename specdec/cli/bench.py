@@ -303,22 +303,24 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     `keep_within` (a lead inside the runs' noise is no reason to change). Rows are pooled by their
     `method_names` (a drafter's label depends on what else raced), by label in reports without them.
     -> (the chosen row's name or None, per row name: its worst ratio anywhere and its ratio on
-    `fastest_on` in each report)."""
+    `fastest_on` in each report, None in a report where it did not run there)."""
     rows: dict[str, dict] = {}
-    for report in reports:
+    for number, report in enumerate(reports):
         for set_name, entry in report["sets"].items():
             for label, row in entry["methods"].items():
                 if label == TARGET_ONLY:
                     continue
-                figures = rows.setdefault(row_name(report, label), {"worst": float("inf"), fastest_on: []})
+                figures = rows.setdefault(row_name(report, label),
+                                          {"worst": float("inf"), fastest_on: [None] * len(reports)})
                 figures["worst"] = min(figures["worst"], row["over_target_only"])
                 if set_name == fastest_on:
-                    figures[fastest_on].append(row["over_target_only"])
-    never_slower = [name for name, figures in rows.items()
-                    if figures["worst"] >= 1.0 and figures[fastest_on]]
+                    figures[fastest_on][number] = row["over_target_only"]
 
-    def lower_ratio(name: str) -> float:
-        return min(rows[name][fastest_on])
+    def lower_ratio(name: str) -> float | None:
+        return min((ratio for ratio in rows[name][fastest_on] if ratio is not None), default=None)
+
+    never_slower = [name for name, figures in rows.items()
+                    if figures["worst"] >= 1.0 and lower_ratio(name) is not None]
 
     chosen = max(never_slower, key=lower_ratio, default=None)
     current = row_name(reports[0], reports[0].get("default_method")) if reports else None
