@@ -27,19 +27,59 @@ def test_column_linear_computes_what_linear_computes(rows, bias):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
+needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this torch has no oneDNN")
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 2, 4, 5, 9])
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_linear_computes_what_linear_computes(rows, bias):
+    layer = nn.Linear(48, 80, bias=bias)
+    x = torch.randn(2, rows, 48)
+    with torch.inference_mode():
+        expected = layer(x)
+        matmul.set_layout(layer, matmul.PACKED)
+        assert isinstance(layer, matmul.PackedLinear) and matmul.layout_of(layer) == matmul.PACKED
+        got = layer(x)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_packed_linear_follows_its_weight_and_trains_through_it():
+    layer = nn.Linear(16, 8)
+    matmul.set_layout(layer, matmul.PACKED)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        before = layer(x)
+        layer.weight.mul_(2)  # changed in place: the reordered copy must be made again
+        after = layer(x)
+    torch.testing.assert_close(after - layer.bias, 2 * (before - layer.bias), rtol=1e-5, atol=1e-5)
+    copied = copy.deepcopy(layer)  # the reordered copy stays out of deep copies and state dicts
+    assert set(copied.state_dict()) == {"weight", "bias"}
+    with torch.no_grad():
+        torch.testing.assert_close(copied(x), after)
+    layer(x).sum().backward()  # with gradients on, the plain weight is used, so autograd works
+    assert layer.weight.grad is not None and layer.weight.grad.shape == layer.weight.shape
+
+
 def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target, monkeypatch):
     monkeypatch.setenv("SPECDEC_MATMUL", "columns")
     assert matmul.choose_layout(tiny_target) == matmul.COLUMNS == matmul.layout_of(tiny_target)
     monkeypatch.setenv("SPECDEC_MATMUL", "rows")
     assert matmul.choose_layout(tiny_target) == matmul.ROWS == matmul.layout_of(tiny_target)
+    if matmul.packed_available():
+        monkeypatch.setenv("SPECDEC_MATMUL", "packed")
+        assert matmul.choose_layout(tiny_target) == matmul.PACKED == matmul.layout_of(tiny_target)
     monkeypatch.delenv("SPECDEC_MATMUL")
-    assert matmul.choose_layout(tiny_target) in (matmul.ROWS, matmul.COLUMNS)  # timed
+    assert matmul.choose_layout(tiny_target) in matmul.candidate_layouts()  # timed
     half = copy.deepcopy(tiny_target).to(torch.bfloat16)
     assert matmul.choose_layout(half) == matmul.ROWS  # bf16 kernels are left alone
     matmul.set_layout(tiny_target, matmul.ROWS)
 
 
-def test_greedy_speculation_matches_plain_decoding_in_columns(tiny_target, vocab):
+@pytest.mark.parametrize("layout", [matmul.COLUMNS, pytest.param(matmul.PACKED, marks=needs_onednn)])
+def test_greedy_speculation_matches_plain_decoding_in_each_layout(tiny_target, vocab, layout):
     """One run, one layout: speculative and plain decoding agree token for token."""
     from tiny_models import perturbed_copy
 
@@ -48,7 +88,7 @@ def test_greedy_speculation_matches_plain_decoding_in_columns(tiny_target, vocab
 
     draft = perturbed_copy(tiny_target, scale=0.6, seed=7)
     for model in (tiny_target, draft):
-        matmul.set_layout(model, matmul.COLUMNS)
+        matmul.set_layout(model, layout)
     try:
         greedy = SamplingConfig(temperature=0)
         prompt = [3, 17, 42, 5]
@@ -103,3 +143,20 @@ def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monke
     current = next(faster)
     again = copy.deepcopy(tiny_target)
     assert matmul.choose_layout(again) == matmul.COLUMNS  # not timed again
+
+
+@needs_onednn
+@pytest.mark.parametrize("fastest", matmul.LAYOUTS)
+def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
+    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    timed = []
+
+    def fake_seconds(model, **_):
+        timed.append(matmul.layout_of(model))
+        return 1.0 if timed[-1] == fastest else 2.0
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    model = copy.deepcopy(tiny_target)
+    assert matmul.choose_layout(model) == fastest == matmul.layout_of(model)
+    assert sorted(timed) == sorted(matmul.LAYOUTS)  # each timed once

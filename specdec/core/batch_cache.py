@@ -24,7 +24,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import COLUMNS, layout_of
+from specdec.core.matmul import layout_of
 
 ALL, LAST, NONE = "all", "last", "none"  # which new positions' logits extend() returns
 PAD_ID = 0  # the token id fed in padding columns: any id will do, no valid position reads them
@@ -37,7 +37,7 @@ class BatchCachedModel:
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
-        self.in_columns = layout_of(model) == COLUMNS
+        self.layout = layout_of(model)
         self.cache = DynamicCache(config=model.config)
         self.valid = torch.zeros(rows, 0, dtype=torch.long, device=model.device)  # (rows, columns) 1 = held
 
@@ -87,7 +87,7 @@ class BatchCachedModel:
         else:
             kept = torch.cat([hidden[row, :count] for row, count in enumerate(counts)])  # (Σ n_row, hidden)
         if self.head is not None:
-            scores = self.head.logits(kept, self.vocab_size, self.in_columns)
+            scores = self.head.logits(kept, self.vocab_size, self.layout)
         else:
             scores = self.model.get_output_embeddings()(kept)[:, : self.vocab_size].float().cpu()
         return [part if count else None for part, count in zip(scores.split(counts), counts, strict=True)]

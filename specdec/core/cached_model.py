@@ -7,15 +7,13 @@ with like.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
+from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from specdec.core.matmul import COLUMNS, layout_of, linear_columns
+from specdec.core.matmul import layout_of, set_layout
 
 
-@dataclass(frozen=True)
 class ReducedHead:
     """The output head restricted to a draft's frequent tokens (FR-Spec, Zhao et al. 2025).
 
@@ -24,8 +22,16 @@ class ReducedHead:
     which the acceptance rule handles like any other q, so the output stays exactly the target's.
     """
 
-    token_ids: torch.Tensor  # (n,) vocabulary ids the head scores
-    weight: torch.Tensor  # (n, hidden) their rows of the output embedding
+    def __init__(self, token_ids: torch.Tensor, weight: torch.Tensor):
+        self.token_ids = token_ids  # (n,) vocabulary ids the head scores
+        # A linear layer over their rows of the output embedding, so it multiplies in its model's layout.
+        self.layer = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+        self.layer.weight = nn.Parameter(weight, requires_grad=False)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """(n, hidden): the head's rows of the output embedding."""
+        return self.layer.weight
 
     @classmethod
     def of(cls, model: PreTrainedModel, token_ids: list[int]) -> ReducedHead:
@@ -33,10 +39,11 @@ class ReducedHead:
         weight = model.get_output_embeddings().weight.detach()[ids.to(model.device)].clone()
         return cls(ids, weight)
 
-    def logits(self, hidden: torch.Tensor, vocab_size: int, in_columns: bool) -> torch.Tensor:
+    def logits(self, hidden: torch.Tensor, vocab_size: int, layout: str) -> torch.Tensor:
         """Hidden states (n, hidden) -> logits (n, vocab_size), float32 on the CPU, -inf off the head's
-        tokens; `in_columns`: multiply in the columns layout (core.matmul), like the model's layers."""
-        scores = linear_columns(hidden, self.weight) if in_columns else hidden @ self.weight.T
+        tokens; multiplied in `layout` (core.matmul), its model's layers' layout."""
+        set_layout(self.layer, layout)
+        scores = self.layer(hidden)
         logits = torch.full((hidden.shape[0], vocab_size), float("-inf"))
         logits[:, self.token_ids] = scores.float().cpu()
         return logits
@@ -51,7 +58,7 @@ class CachedModel:
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.cache = DynamicCache(config=model.config)
-        self.in_columns = layout_of(model) == COLUMNS  # the layout of its layers; reduced heads follow it
+        self.layout = layout_of(model)  # the layout of its layers (core.matmul); reduced heads follow it
         # keep_features: the last hidden state at every cached position, rolled back with the cache
         # (a feature head drafts from them: core.feature_head).
         self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
@@ -82,7 +89,7 @@ class CachedModel:
             self.features = torch.cat([self.features, hidden])
         hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
         if self.head is not None:
-            return self.head.logits(hidden, self.vocab_size, self.in_columns)
+            return self.head.logits(hidden, self.vocab_size, self.layout)
         return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
 
     def rollback(self, length: int) -> None:

@@ -154,7 +154,7 @@ class FeatureDrafter:
 
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
-        return self.reduced.logits(feature, self.target.vocab_size, self.target.in_columns)
+        return self.reduced.logits(feature, self.target.vocab_size, self.target.layout)
 
     def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1

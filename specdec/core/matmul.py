@@ -1,4 +1,9 @@
-"""fp32 linear layers on a CPU with the weight on the left: y = (W @ xᵀ)ᵀ instead of x @ Wᵀ.
+"""fp32 linear layers on a CPU in the layout this machine multiplies fastest.
+
+Three layouts compute the same numbers (only the summation order differs):
+- rows: nn.Linear as it is, x @ Wᵀ;
+- columns: the weight on the left, y = (W @ xᵀ)ᵀ (below);
+- packed: oneDNN with the weight reordered once into its own blocked layout (`PackedLinear`).
 
 Decoding feeds a linear layer one to a few token rows, so its cost is reading the weights from
 memory. Both forms are one BLAS call with the same numbers, but on the 2-core machine MKL reads the
@@ -9,6 +14,13 @@ the CPU and the BLAS, so the layout is picked per process by timing the model it
 assumed; SPECDEC_MATMUL=rows or columns fixes it. Only the summation order changes, by ~1e-5 in the
 logits, and a run uses one layout throughout, so target-only and speculative decoding stay comparable
 token for token.
+
+Packed goes further: MKL multiplies a few columns at ~35 GFLOP/s here, so a pass over 8 tokens costs
+twice one over 4, while oneDNN's kernels for a reordered weight stay near the memory's pace: a pass
+over 1, 4 and 8 tokens took 21, 25 and 32 ms packed against 31, 35-39 and 55-59 ms in columns
+(2026-12-02, the 2-core AMD EPYC with AVX-512). The reordered copy is made on first use and kept
+beside the weight (which the tied embedding and training still read), so an fp32 model takes twice
+its memory in this layout.
 """
 
 from __future__ import annotations
@@ -16,12 +28,14 @@ from __future__ import annotations
 import copy
 import os
 import time
+import weakref
 
 import torch
 from torch import nn
 from transformers import DynamicCache
 
-ROWS, COLUMNS = "rows", "columns"
+ROWS, COLUMNS, PACKED = "rows", "columns", "packed"
+LAYOUTS = (ROWS, COLUMNS, PACKED)
 
 
 def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -49,15 +63,62 @@ class ColumnLinear(nn.Linear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
+# Each packed layer's reordered weight, with the weight it was made from (its storage and version):
+# kept out of the module so that state dicts and deep copies see a plain nn.Linear.
+_REORDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# oneDNN picks the blocked format for a typical number of rows; 4 (a verification pass) ran 1 to 16
+# rows as fast as any other hint here, 1 ran more than one row slower.
+_ROWS_HINT = 4
+
+
+def packed_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class PackedLinear(nn.Linear):
+    """nn.Linear through oneDNN with a reordered copy of the weight (see the module's docstring)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and self.weight.requires_grad:
+            return super().forward(x)  # training: autograd goes through the plain weight
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self._reordered(), self.bias,
+                                                 "none", [], "")  # fmt: skip
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def _reordered(self) -> torch.Tensor:
+        made_from = (self.weight.data_ptr(), _version(self.weight))
+        kept = _REORDERED.get(self)
+        if kept is None or kept[0] != made_from:  # first use, or the weight changed since
+            kept = (made_from, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), _ROWS_HINT))
+            _REORDERED[self] = kept
+        return kept[1]
+
+
+def _version(tensor: torch.Tensor) -> int:
+    """How many times the tensor was changed in place (0 for an inference tensor, which cannot be)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return 0
+
+
+_CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear}
+
+
 def set_layout(model: nn.Module, layout: str) -> None:
     """Switch every linear layer of `model` to one layout (the weights are not touched)."""
     for module in model.modules():
         if isinstance(module, nn.Linear):
-            module.__class__ = ColumnLinear if layout == COLUMNS else nn.Linear
+            module.__class__ = _CLASSES[layout]
+            if layout != PACKED:
+                _REORDERED.pop(module, None)
 
 
 def layout_of(model: nn.Module) -> str:
-    return COLUMNS if any(isinstance(m, ColumnLinear) for m in model.modules()) else ROWS
+    for layout in (COLUMNS, PACKED):
+        if any(type(m) is _CLASSES[layout] for m in model.modules()):
+            return layout
+    return ROWS
 
 
 @torch.inference_mode()
@@ -107,19 +168,23 @@ def faster_precision(model: nn.Module) -> nn.Module:
     return fp32 if _once("precision", model, decide) == "float32" else model
 
 
+def candidate_layouts() -> tuple[str, ...]:
+    return LAYOUTS if packed_available() else (ROWS, COLUMNS)
+
+
 def choose_layout(model: nn.Module) -> str:
-    """Give an fp32 model on a CPU the faster layout for 1- and 5-token passes (timed once per process
+    """Give an fp32 model on a CPU the fastest layout for 1- and 5-token passes (timed once per process
     and model); leave others alone."""
     forced = os.environ.get("SPECDEC_MATMUL")
     if model.device.type != "cpu" or model.dtype != torch.float32:
         layout = ROWS  # GPUs and bf16 (oneDNN) kernels are fine as they are
-    elif forced in (ROWS, COLUMNS):
+    elif forced in candidate_layouts():
         layout = forced
     else:
 
         def decide() -> str:
             costs = {}
-            for candidate in (ROWS, COLUMNS):
+            for candidate in candidate_layouts():
                 set_layout(model, candidate)
                 costs[candidate] = _pass_seconds(model)
             return min(costs, key=costs.get)
