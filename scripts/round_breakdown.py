@@ -2,10 +2,11 @@
 
     .venv/bin/python scripts/round_breakdown.py [--temperature 0] [--max-new-tokens 64]
 
-Loads the bundled pair once and prints, for both matrix layouts of the fp32 target (specdec.core.matmul):
-the target's cached forward pass over 1, 2, 3, 4, 5 and 8 new tokens, then the milliseconds per round in
-each stage of the round loop, with the round view's full traces and lean (as bench runs), on a
-held-out code prompt with the default drafter. Both layouts are measured in one run, side by side.
+Loads the bundled pair once and prints, for each matrix layout of the fp32 target
+(specdec.core.matmul): the target's cached forward pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
+then the milliseconds per round in each stage of the round loop, with the round view's full traces
+and lean (as bench runs), on a held-out code prompt with the default drafter. The layouts are
+measured in one run, side by side.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from specdec.lab import timing  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
 
-SIZES = (1, 2, 3, 4, 5, 8)
+SIZES = (1, 2, 3, 4, 5, 6, 8, 12)
 
 
 def main() -> None:
@@ -42,7 +43,7 @@ def main() -> None:
     print(f"drafter: {pair.drafter_name}; prompt: {prompt!r}; {settings}\n")
     print(f"{'layout':<8} " + " ".join(f"{n:>2} tok ms" for n in SIZES) + "   (cached forward pass, median)")
     breakdowns = {}
-    for layout in (matmul.ROWS, matmul.COLUMNS):
+    for layout in matmul.candidate_layouts():
         matmul.set_layout(pair.target.model, layout)
         timing.warm_up(pair, prompt_ids)
         costs = {r["tokens"]: r["seconds"] for r in timing.forward_cost_by_size(pair, prompt_ids, SIZES, 9)}

@@ -30,19 +30,24 @@ def test_column_linear_computes_what_linear_computes(rows, bias):
 needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this torch has no oneDNN")
 
 
+bf16_math = pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bf16 math")
+
+
 @needs_onednn
 @pytest.mark.parametrize("rows", [1, 2, 4, 5, 9])
 @pytest.mark.parametrize("bias", [False, True])
-def test_packed_linear_computes_what_linear_computes(rows, bias):
-    layer = nn.Linear(48, 80, bias=bias)
-    x = torch.randn(2, rows, 48)
+@pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.bfloat16, marks=bf16_math)])
+def test_packed_linear_computes_what_linear_computes(rows, bias, dtype):
+    layer = nn.Linear(48, 80, bias=bias, dtype=dtype)
+    x = torch.randn(2, rows, 48, dtype=dtype)
     with torch.inference_mode():
         expected = layer(x)
         matmul.set_layout(layer, matmul.PACKED)
         assert isinstance(layer, matmul.PackedLinear) and matmul.layout_of(layer) == matmul.PACKED
         got = layer(x)
-    assert got.shape == expected.shape
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert got.shape == expected.shape and got.dtype == dtype
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
 
 
 @needs_onednn
@@ -73,8 +78,8 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
         assert matmul.choose_layout(tiny_target) == matmul.PACKED == matmul.layout_of(tiny_target)
     monkeypatch.delenv("SPECDEC_MATMUL")
     assert matmul.choose_layout(tiny_target) in matmul.candidate_layouts()  # timed
-    half = copy.deepcopy(tiny_target).to(torch.bfloat16)
-    assert matmul.choose_layout(half) == matmul.ROWS  # bf16 kernels are left alone
+    half = copy.deepcopy(tiny_target).to(torch.float16)
+    assert matmul.choose_layout(half) == matmul.ROWS  # fp16 on a CPU is left alone
     matmul.set_layout(tiny_target, matmul.ROWS)
 
 
@@ -121,7 +126,7 @@ def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch,
     kept = matmul.faster_precision(half)
     assert set(timed) == {torch.bfloat16, torch.float32}
     if bf16_faster:
-        assert kept is half
+        assert kept is half and matmul.layout_of(kept) == matmul.COLUMNS  # bf16 gets a layout too
     else:
         assert kept.dtype == torch.float32 and matmul.layout_of(kept) == matmul.COLUMNS
         assert half.dtype == torch.bfloat16  # the bf16 model itself was not converted in place
