@@ -1,4 +1,4 @@
-"""fp32 linear layers on a CPU in the layout this machine multiplies fastest.
+"""Linear layers on a CPU (fp32, or a bf16 draft) in the layout this machine multiplies fastest.
 
 Three layouts compute the same numbers (only the summation order differs):
 - rows: nn.Linear as it is, x @ Wᵀ;
@@ -11,14 +11,15 @@ weights far faster in the second: one token through SmolLM2-135M took 53 ms as `
 single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
 48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
 the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load, not
-assumed; SPECDEC_MATMUL=rows or columns fixes it. Only the summation order changes, by ~1e-5 in the
+assumed; SPECDEC_MATMUL=rows, columns or packed fixes it. Only the summation order changes, by ~1e-5 in the
 logits, and a run uses one layout throughout, so target-only and speculative decoding stay comparable
 token for token.
 
-Packed goes further: MKL multiplies a few columns at ~35 GFLOP/s here, so a pass over 8 tokens costs
-twice one over 4, while oneDNN's kernels for a reordered weight stay near the memory's pace: a pass
-over 1, 4 and 8 tokens took 21, 25 and 32 ms packed against 31, 35-39 and 55-59 ms in columns
-(2026-12-02, the 2-core AMD EPYC with AVX-512). The reordered copy is made on first use and kept
+Packed goes further: MKL multiplies a few columns at ~70 GFLOP/s here, a small part of what the
+cores can do, so past 4 tokens a pass costs more with every token, while oneDNN's kernels for a
+reordered weight stay near the memory's pace: a pass over 1 token took 24.5 ms packed, over 2 to 6
+tokens 27-32 ms and over 8 32.7 ms, against 26.5, 26-44 and 51.9 ms in columns
+(scripts/round_breakdown.py, 2026-12-02, the 2-core AMD EPYC with AVX-512). The reordered copy is made on first use and kept
 beside the weight (which the tied embedding and training still read), so an fp32 model takes twice
 its memory in this layout.
 """
