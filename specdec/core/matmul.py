@@ -19,9 +19,10 @@ Packed goes further: MKL multiplies a few columns at ~70 GFLOP/s here, a small p
 cores can do, so past 4 tokens a pass costs more with every token, while oneDNN's kernels for a
 reordered weight stay near the memory's pace: a pass over 1 token took 24.5 ms packed, over 2 to 6
 tokens 27-32 ms and over 8 32.7 ms, against 26.5, 26-44 and 51.9 ms in columns
-(scripts/round_breakdown.py, 2026-12-02, the 2-core AMD EPYC with AVX-512). The reordered copy is made on first use and kept
-beside the weight (which the tied embedding and training still read), so an fp32 model takes twice
-its memory in this layout.
+(scripts/round_breakdown.py, 2026-12-02, the 2-core AMD EPYC with AVX-512; a later run: 23.7 ms for
+one token, 24.5 for 6, 25.8 for 8). The reordered copy is made on first use and kept beside the
+weight (which the tied embedding and training still read), so a model takes twice its weights' memory
+in this layout.
 """
 
 from __future__ import annotations
