@@ -66,6 +66,10 @@ def test_packed_linear_follows_its_weight_and_trains_through_it():
         torch.testing.assert_close(copied(x), after)
     layer(x).sum().backward()  # with gradients on, the plain weight is used, so autograd works
     assert layer.weight.grad is not None and layer.weight.grad.shape == layer.weight.shape
+    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16):  # as feature extraction runs
+        autocast = layer(x)
+    assert autocast.dtype == torch.bfloat16
+    torch.testing.assert_close(autocast.float(), after, rtol=2e-2, atol=2e-2)
 
 
 def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target, monkeypatch):

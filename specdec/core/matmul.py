@@ -81,8 +81,9 @@ class PackedLinear(nn.Linear):
     """nn.Linear through oneDNN with a reordered copy of the weight (see the module's docstring)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() and self.weight.requires_grad:
-            return super().forward(x)  # training: autograd goes through the plain weight
+        if ((torch.is_grad_enabled() and self.weight.requires_grad) or x.dtype != self.weight.dtype
+                or torch.is_autocast_enabled(x.device.type)):
+            return super().forward(x)  # training, autocast: autograd and autocast know the plain weight
         out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self._reordered(), self.bias,
                                                  "none", [], "")  # fmt: skip
         return out.reshape(*x.shape[:-1], self.out_features)
