@@ -6,7 +6,7 @@ from app_pages import ui
 from specdec.lab import charts, timing
 from specdec.models.pair import ModelPair
 
-SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the verification passes of γ = 1 to 4
+SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the passes of γ = 1 to 4; γ 5 to 7 are read off 8
 LEAN = "lean (bench, races)"
 BREAKDOWNS = {"round view (full trace)": True, LEAN: False}  # label -> build the top-token tables
 
@@ -31,8 +31,8 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
         "as (W·xᵀ)ᵀ (the same numbers from one matrix product with the operands swapped), or by oneDNN "
         "from a copy of W reordered once into its own blocked layout. On a CPU the fastest is picked by "
         "timing the model once at load (SPECDEC_MATMUL=rows, columns or packed fixes it); on the 2-core "
-        "machine this project is measured on, packed took 24.5 ms for one token and 27–28 ms for 2 to "
-        "6, columns 26.5 ms and 39–44 ms for 5 or 6 (2026-12-02)."
+        "machine this project is measured on, packed took 23.7 ms for one token and 24.4–25.8 ms for 2 "
+        "to 8, columns 27.8 ms and 42.9–50.2 ms for 6 to 8 (scripts/round_breakdown.py, 2026-12-02)."
     )
     repeats = st.slider("Repeats per size (the median is plotted)", 1, 20, 5, key="_im_repeats")
     key = (pair.target.name, tuple(prompt_ids), int(repeats))

@@ -28,8 +28,6 @@ def test_column_linear_computes_what_linear_computes(rows, bias):
 
 
 needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this torch has no oneDNN")
-
-
 bf16_math = pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bf16 math")
 
 
