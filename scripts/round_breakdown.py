@@ -3,7 +3,8 @@
     .venv/bin/python scripts/round_breakdown.py [--temperature 0] [--max-new-tokens 64]
 
 Loads the bundled pair once and prints, for each matrix layout of the fp32 target
-(specdec.core.matmul): the target's cached forward pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
+(specdec.core.matmul), and the split one picked at load if it is one: the target's cached forward
+pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
 then the milliseconds per round in each stage of the round loop, with the round view's full traces
 and lean (as bench runs), on a held-out code prompt with the default drafter. The layouts are
 measured in one run, side by side.
@@ -41,21 +42,22 @@ def main() -> None:
     chosen = matmul.layout_of(pair.target.model)
     print(f"target: {pair.target.describe()} (picked at load: {chosen})")
     print(f"drafter: {pair.drafter_name}; prompt: {prompt!r}; {settings}\n")
-    print(f"{'layout':<8} " + " ".join(f"{n:>2} tok ms" for n in SIZES) + "   (cached forward pass, median)")
+    print(f"{'layout':<15} " + " ".join(f"{n:>2} tok ms" for n in SIZES) + "   (cached forward pass, median)")
     breakdowns = {}
-    for layout in matmul.candidate_layouts():
+    # Every layout, and the one picked at load where it is a split (fewer rows in one, more in another).
+    for layout in dict.fromkeys([*matmul.candidate_layouts(), chosen]):
         matmul.set_layout(pair.target.model, layout)
         timing.warm_up(pair, prompt_ids)
         costs = {r["tokens"]: r["seconds"] for r in timing.forward_cost_by_size(pair, prompt_ids, SIZES, 9)}
-        print(f"{layout:<8} " + " ".join(f"{1000 * costs[n]:>9.1f}" for n in SIZES))
+        print(f"{layout:<15} " + " ".join(f"{1000 * costs[n]:>9.1f}" for n in SIZES))
         for label, detail in (("full trace", True), ("lean", False)):
             breakdowns[f"{layout}, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, detail,
                                                                       args.repeats)
     matmul.set_layout(pair.target.model, chosen)
     stages = list(dict.fromkeys(s for parts in breakdowns.values() for s in parts))
-    print(f"\n{'ms per round':<22} " + " ".join(f"{s:>13}" for s in stages) + f" {'total':>8}")
+    print(f"\n{'ms per round':<27} " + " ".join(f"{s:>13}" for s in stages) + f" {'total':>8}")
     for label, parts in breakdowns.items():
-        print(f"{label:<22} " + " ".join(f"{parts.get(s, 0.0):>13.2f}" for s in stages)
+        print(f"{label:<27} " + " ".join(f"{parts.get(s, 0.0):>13.2f}" for s in stages)
               + f" {sum(parts.values()):>8.1f}")
 
 

@@ -49,6 +49,29 @@ def test_packed_linear_computes_what_linear_computes(rows, bias, dtype):
 
 
 @needs_onednn
+@pytest.mark.parametrize("layout", ["rows/packed@2", "packed/columns@4"])
+def test_a_split_layout_multiplies_few_rows_in_one_layout_and_more_in_the_other(layout, monkeypatch):
+    few, many = layout.partition("@")[0].split("/")
+    many_from = int(layout.partition("@")[2])
+    layer = nn.Linear(48, 80)
+    used = []
+    for name in (few, many):  # record which layout's forward each call goes through
+        cls = matmul._CLASSES[name]
+        recorded = lambda self, x, f=cls.forward, n=name: used.append(n) or f(self, x)  # noqa: E731
+        monkeypatch.setattr(cls, "forward", recorded)
+    with torch.inference_mode():
+        matmul.set_layout(layer, layout)
+        assert isinstance(layer, matmul.SplitLinear) and matmul.layout_of(layer) == layout
+        for rows in (1, many_from - 1, many_from, 7):
+            x = torch.randn(1, rows, 48)
+            got = layer(x)
+            assert used[-1] == (many if rows >= many_from else few)
+            torch.testing.assert_close(got, nn.Linear.forward(layer, x), rtol=1e-5, atol=1e-5)
+        matmul.set_layout(layer, matmul.ROWS)
+        assert type(layer) is nn.Linear and layer not in matmul._REORDERED  # its packed copy let go
+
+
+@needs_onednn
 def test_packed_linear_follows_its_weight_and_trains_through_it():
     layer = nn.Linear(16, 8)
     matmul.set_layout(layer, matmul.PACKED)
@@ -76,18 +99,28 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
     monkeypatch.setenv("SPECDEC_MATMUL", "rows")
     assert matmul.choose_layout(tiny_target) == matmul.ROWS == matmul.layout_of(tiny_target)
     if matmul.packed_available():
-        monkeypatch.setenv("SPECDEC_MATMUL", "packed")
-        assert matmul.choose_layout(tiny_target) == matmul.PACKED == matmul.layout_of(tiny_target)
+        for layout in (matmul.PACKED, "rows/packed@4"):
+            monkeypatch.setenv("SPECDEC_MATMUL", layout)
+            assert matmul.choose_layout(tiny_target) == layout == matmul.layout_of(tiny_target)
+        assert matmul.describe_layout(layout) == "rows matmuls below 4 tokens, packed from 4"
+    for unknown in ("diagonal", "rows/diagonal@2", "rows/packed", "rows/rows@3", "rows/packed@1"):
+        monkeypatch.setenv("SPECDEC_MATMUL", unknown)  # not a layout: timed instead
+        matmul.set_layout(tiny_target, matmul.ROWS)
+        assert matmul.choose_layout(tiny_target) == matmul.layout_of(tiny_target) != unknown
     monkeypatch.delenv("SPECDEC_MATMUL")
-    assert matmul.choose_layout(tiny_target) in matmul.candidate_layouts()  # timed
+    timed = matmul.choose_layout(tiny_target)  # one layout, or one for one row and another for more
+    assert timed in matmul.candidate_layouts() or set(timed.partition("@")[0].split("/")) <= set(
+        matmul.candidate_layouts())
     half = copy.deepcopy(tiny_target).to(torch.float16)
     assert matmul.choose_layout(half) == matmul.ROWS  # fp16 on a CPU is left alone
     matmul.set_layout(tiny_target, matmul.ROWS)
 
 
-@pytest.mark.parametrize("layout", [matmul.COLUMNS, pytest.param(matmul.PACKED, marks=needs_onednn)])
+@pytest.mark.parametrize("layout", [matmul.COLUMNS, pytest.param(matmul.PACKED, marks=needs_onednn),
+                                    pytest.param("rows/packed@3", marks=needs_onednn)])
 def test_greedy_speculation_matches_plain_decoding_in_each_layout(tiny_target, vocab, layout):
-    """One run, one layout: speculative and plain decoding agree token for token."""
+    """One run, one layout: speculative and plain decoding agree token for token (in a split layout,
+    plain decoding multiplies one row in the first layout and verification passes in the second)."""
     from tiny_models import perturbed_copy
 
     from specdec.config import Settings
@@ -166,4 +199,21 @@ def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
     monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
     model = copy.deepcopy(tiny_target)
     assert matmul.choose_layout(model) == fastest == matmul.layout_of(model)
-    assert sorted(timed) == sorted(matmul.LAYOUTS)  # each timed once
+    assert sorted(timed) == sorted(matmul.LAYOUTS * 2)  # each at 1 and at 5 tokens
+
+
+@needs_onednn
+@pytest.mark.parametrize(("few", "many", "many_from"), [("rows", "packed", 4), ("packed", "columns", 2),
+                                                        ("rows", "packed", 5), ("packed", "packed", 2)])
+def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkeypatch, few, many, many_from):
+    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+
+    def fake_seconds(model, sizes, **_):
+        fastest = many if sizes[0] >= many_from else few
+        return 1.0 if matmul.layout_of(model) == fastest else 2.0
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    model = copy.deepcopy(tiny_target)
+    expected = few if few == many else f"{few}/{many}@{many_from}"
+    assert matmul.choose_layout(model) == expected == matmul.layout_of(model)

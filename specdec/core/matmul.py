@@ -11,9 +11,8 @@ weights far faster in the second: one token through SmolLM2-135M took 53 ms as `
 single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
 48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
 the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load, not
-assumed; SPECDEC_MATMUL=rows, columns or packed fixes it. Only the summation order changes, by ~1e-5 in the
-logits, and a run uses one layout throughout, so target-only and speculative decoding stay comparable
-token for token.
+assumed; SPECDEC_MATMUL=rows, columns, packed (or a split, below) fixes it. Only the summation order
+changes, by ~1e-5 in the logits, and a run keeps its layouts throughout, so a seed replays exactly.
 
 Packed goes further: MKL multiplies a few columns at ~70 GFLOP/s here, a small part of what the
 cores can do, so past 4 tokens a pass costs more with every token, while oneDNN's kernels for a
@@ -23,6 +22,15 @@ tokens 27-32 ms and over 8 32.7 ms, against 26.5, 26-44 and 51.9 ms in columns
 one token, 24.5 for 6, 25.8 for 8). The reordered copy is made on first use and kept beside the
 weight (which the tied embedding and training still read), so a model takes twice its weights' memory
 in this layout.
+
+The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
+AVX-512 (2026-12-02) passes over 1, 2, 3 tokens took 33, 33, 36 ms in rows and 41, 43, 46 ms packed,
+while 4, 6 and 8 tokens took 52, 52, 60 ms in rows and 47, 51, 56 ms packed. So the choice is made per
+pass size: a model whose 1-token pass is fastest in one layout and whose 5-token pass is fastest in
+another gets a split layout, "rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed),
+with the size where the second takes over timed too. Plain decoding and drafting then run in the
+first, long verification passes in the second, and target-only decoding, the baseline every speed-up
+is measured against, runs as fast as this machine allows.
 """
 
 from __future__ import annotations
@@ -83,18 +91,21 @@ class PackedLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if ((torch.is_grad_enabled() and self.weight.requires_grad) or x.dtype != self.weight.dtype
                 or torch.is_autocast_enabled(x.device.type)):
-            return super().forward(x)  # training, autocast: autograd and autocast know the plain weight
-        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self._reordered(), self.bias,
+            # Training, autocast: autograd and autocast know the plain weight.
+            return nn.Linear.forward(self, x)
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), _reordered(self), self.bias,
                                                  "none", [], "")  # fmt: skip
         return out.reshape(*x.shape[:-1], self.out_features)
 
-    def _reordered(self) -> torch.Tensor:
-        made_from = (self.weight.data_ptr(), _version(self.weight))
-        kept = _REORDERED.get(self)
-        if kept is None or kept[0] != made_from:  # first use, or the weight changed since
-            kept = (made_from, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), _ROWS_HINT))
-            _REORDERED[self] = kept
-        return kept[1]
+
+def _reordered(layer: nn.Linear) -> torch.Tensor:
+    """The layer's weight in oneDNN's blocked layout, reordered on first use and after every change."""
+    made_from = (layer.weight.data_ptr(), _version(layer.weight))
+    kept = _REORDERED.get(layer)
+    if kept is None or kept[0] != made_from:  # first use, or the weight changed since
+        kept = (made_from, torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), _ROWS_HINT))
+        _REORDERED[layer] = kept
+    return kept[1]
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -108,28 +119,93 @@ def _version(tensor: torch.Tensor) -> int:
 _CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear}
 
 
+class SplitLinear(nn.Linear):
+    """Fewer than `many_from` token rows (decoding, drafting) in one layout, more (a verification pass)
+    in another; each split layout is a subclass naming the two (`_class_of`)."""
+
+    few: type[nn.Linear]
+    many: type[nn.Linear]
+    many_from: int
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        return (self.many if rows >= self.many_from else self.few).forward(self, x)
+
+
+def split_layout(few: str, many: str, many_from: int) -> str:
+    """The layout that multiplies fewer than `many_from` rows in `few` and more in `many`: "rows/packed@4"."""
+    return few if few == many else f"{few}/{many}@{many_from}"
+
+
+def describe_layout(layout: str) -> str:
+    """"packed" -> "packed matmuls"; "rows/packed@4" -> "rows matmuls below 4 tokens, packed from 4"."""
+    if layout in LAYOUTS:
+        return f"{layout} matmuls"
+    few, many, many_from = _parse_split(layout)
+    return f"{few} matmuls below {many_from} tokens, {many} from {many_from}"
+
+
+def _parse_split(layout: str) -> tuple[str, str, int]:
+    """ "rows/packed@4" -> ("rows", "packed", 4); ValueError if it is not a split of two known layouts."""
+    layouts, _, many_from = layout.partition("@")
+    few, many = layouts.split("/")
+    if {few, many} - set(LAYOUTS) or few == many or int(many_from) < 2:
+        raise ValueError(layout)
+    return few, many, int(many_from)
+
+
+def _class_of(layout: str) -> type[nn.Linear]:
+    if layout not in _CLASSES:
+        few, many, many_from = _parse_split(layout)
+        _CLASSES[layout] = type(f"{few.title()}{many.title()}From{many_from}Linear", (SplitLinear,),
+                                {"few": _CLASSES[few], "many": _CLASSES[many], "many_from": many_from})
+    return _CLASSES[layout]
+
+
+def _valid(layout: str) -> bool:
+    """A layout this process can run: one of candidate_layouts(), or a split of two of them."""
+    if layout in candidate_layouts():
+        return True
+    try:
+        return set(_parse_split(layout)[:2]) <= set(candidate_layouts())
+    except ValueError:
+        return False
+
+
 def set_layout(model: nn.Module, layout: str) -> None:
-    """Switch every linear layer of `model` to one layout (the weights are not touched)."""
+    """Switch every linear layer of `model` to one layout (the weights are not touched); a layout
+    without packed lets go of the layers' reordered copies."""
+    _switch(model, layout)
+    if PACKED not in layout.partition("@")[0].split("/"):
+        for module in model.modules():
+            _REORDERED.pop(module, None)
+
+
+def _switch(model: nn.Module, layout: str) -> None:
     for module in model.modules():
         if isinstance(module, nn.Linear):
-            module.__class__ = _CLASSES[layout]
-            if layout != PACKED:
-                _REORDERED.pop(module, None)
+            module.__class__ = _class_of(layout)
 
 
 def layout_of(model: nn.Module) -> str:
-    for layout in (COLUMNS, PACKED):
-        if any(type(m) is _CLASSES[layout] for m in model.modules()):
-            return layout
-    return ROWS
+    names = {cls: name for name, cls in _CLASSES.items()}
+    return next((names[type(m)] for m in model.modules() if names.get(type(m), ROWS) != ROWS), ROWS)
 
 
 @torch.inference_mode()
-def _pass_seconds(model: nn.Module, sizes=(1, 5), context: int = 128, repeats: int = 3) -> float:
-    """Decoding steps as the engine runs them: `sizes` new tokens after `context` cached ones."""
+def _context(model: nn.Module, length: int = 128) -> DynamicCache:
+    """A KV cache holding `length` tokens, for timing decoding steps after them."""
     cache = DynamicCache(config=model.config)
-    model(input_ids=torch.zeros((1, context), dtype=torch.long, device=model.device), cache=cache,
+    model(input_ids=torch.zeros((1, length), dtype=torch.long, device=model.device), cache=cache,
           use_cache=True, logits_to_keep=1)  # fmt: skip
+    return cache
+
+
+@torch.inference_mode()
+def _pass_seconds(model: nn.Module, sizes=(1,), repeats: int = 3, cache: DynamicCache | None = None) -> float:
+    """Decoding steps as the engine runs them: `sizes` new tokens after the cached ones (a fresh
+    context unless `cache` is given; it is left as it was)."""
+    cache = cache if cache is not None else _context(model)
     total = 0.0
     for num_tokens in sizes:
         input_ids = torch.zeros((1, num_tokens), dtype=torch.long, device=model.device)
@@ -177,22 +253,36 @@ def candidate_layouts() -> tuple[str, ...]:
 
 
 def choose_layout(model: nn.Module) -> str:
-    """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the fastest layout for 1- and
-    5-token passes (timed once per process and model); leave others alone."""
+    """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
+    pass fastest, split (module docstring) where another runs a 5-token pass faster; timed once per
+    process and model, the candidates taking turns so that a noisy moment cannot sink one. Other models
+    are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, or a split such as rows/packed@4)."""
     forced = os.environ.get("SPECDEC_MATMUL")
     if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
         layout = ROWS  # GPU kernels are fine as they are
-    elif forced in candidate_layouts():
+    elif forced and _valid(forced):
         layout = forced
     else:
-
-        def decide() -> str:
-            costs = {}
-            for candidate in candidate_layouts():
-                set_layout(model, candidate)
-                costs[candidate] = _pass_seconds(model)
-            return min(costs, key=costs.get)
-
-        layout = _once("layout", model, decide)
+        layout = _once("layout", model, lambda: _fastest_layout(model))
     set_layout(model, layout)
     return layout
+
+
+def _fastest_layout(model: nn.Module) -> str:
+    cache = _context(model)  # one context for every timing: its keys and values do not depend on the layout
+    few = _fastest(model, candidate_layouts(), 1, cache)
+    many = _fastest(model, candidate_layouts(), 5, cache)
+    if few == many:
+        return few
+    # Where does the second take over? Passes of 2 to 4 tokens, timed in both.
+    many_from = next((n for n in (2, 3, 4) if _fastest(model, (few, many), n, cache) == many), 5)
+    return split_layout(few, many, many_from)
+
+
+def _fastest(model: nn.Module, layouts: tuple[str, ...], size: int, cache: DynamicCache) -> str:
+    """The layout with the shortest pass over `size` tokens, the layouts timed one after the other."""
+    seconds = {}
+    for layout in layouts:
+        _switch(model, layout)  # packed copies are kept while the layouts take turns
+        seconds[layout] = _pass_seconds(model, sizes=(size,), repeats=2, cache=cache)
+    return min(layouts, key=seconds.get)

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import choose_layout, faster_precision, layout_of
+from specdec.core.matmul import choose_layout, describe_layout, faster_precision, layout_of
 from specdec.errors import SpecDecError, first_line
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -144,7 +144,7 @@ class LoadedModel:
 
     def describe(self) -> str:
         size = self.num_parameters / 1e6
-        layout = f", {layout_of(self.model)} matmuls" if self.device.type == "cpu" else ""
+        layout = f", {describe_layout(layout_of(self.model))}" if self.device.type == "cpu" else ""
         return f"{self.name} ({size:.1f} M parameters, {self.device.type}, {self.model.dtype}{layout})"
 
 
