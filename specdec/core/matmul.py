@@ -24,9 +24,9 @@ weight (which the tied embedding and training still read), so a model takes twic
 in this layout.
 
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
-AVX-512 (2026-12-02) passes over 1, 2, 3 tokens took 33, 33, 36 ms in rows and 41, 43, 46 ms packed,
-while 4, 6 and 8 tokens took 52, 52, 60 ms in rows and 47, 51, 56 ms packed. So the choice is made per
-pass size: a model whose 1-token pass is fastest in one layout and whose 5-token pass is fastest in
+AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
+rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
+61.8 ms packed. So the choice is made per pass size: a model whose 1-token pass is fastest in one layout and whose 5-token pass is fastest in
 another gets a split layout, "rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed),
 with the size where the second takes over timed too. Plain decoding and drafting then run in the
 first, long verification passes in the second, and target-only decoding, the baseline every speed-up
@@ -255,8 +255,9 @@ def candidate_layouts() -> tuple[str, ...]:
 def choose_layout(model: nn.Module) -> str:
     """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
     pass fastest, split (module docstring) where another runs a 5-token pass faster; timed once per
-    process and model, the candidates taking turns so that a noisy moment cannot sink one. Other models
-    are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, or a split such as rows/packed@4)."""
+    process and model, each size in every candidate one after another on the same context. Other
+    models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, or a split such as
+    rows/packed@4)."""
     forced = os.environ.get("SPECDEC_MATMUL")
     if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
         layout = ROWS  # GPU kernels are fine as they are
