@@ -26,11 +26,11 @@ in this layout.
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
 rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
-61.8 ms packed. So the choice is made per pass size: a model whose 1-token pass is fastest in one layout and whose 5-token pass is fastest in
-another gets a split layout, "rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed),
-with the size where the second takes over timed too. Plain decoding and drafting then run in the
-first, long verification passes in the second, and target-only decoding, the baseline every speed-up
-is measured against, runs as fast as this machine allows.
+61.8 ms packed. So the choice is made per pass size: a model whose 1-token pass is fastest in one
+layout and whose 5-token pass is fastest in another gets a split layout, "rows/packed@4" (fewer than
+4 token rows in rows, 4 and more packed), with the size where the second takes over timed too. Plain
+decoding and drafting then run in the first, long verification passes in the second, and target-only
+decoding, the baseline every speed-up is measured against, runs as fast as this machine allows.
 """
 
 from __future__ import annotations
