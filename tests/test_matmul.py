@@ -102,7 +102,7 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
         for layout in (matmul.PACKED, "rows/packed@4"):
             monkeypatch.setenv("SPECDEC_MATMUL", layout)
             assert matmul.choose_layout(tiny_target) == layout == matmul.layout_of(tiny_target)
-        assert matmul.describe_layout(layout) == "rows matmuls below 4 tokens, packed from 4"
+        assert matmul.describe_layout("rows/packed@4") == "rows matmuls below 4 tokens, packed from 4"
     for unknown in ("diagonal", "rows/diagonal@2", "rows/packed", "rows/rows@3", "rows/packed@1"):
         monkeypatch.setenv("SPECDEC_MATMUL", unknown)  # not a layout: timed instead
         matmul.set_layout(tiny_target, matmul.ROWS)
