@@ -209,8 +209,8 @@ def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkey
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
     monkeypatch.setattr(matmul, "_CHOSEN", {})
 
-    def fake_seconds(model, sizes, **_):
-        fastest = many if sizes[0] >= many_from else few
+    def fake_seconds(model, tokens=1, **_):
+        fastest = many if tokens >= many_from else few
         return 1.0 if matmul.layout_of(model) == fastest else 2.0
 
     monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)

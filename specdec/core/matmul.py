@@ -202,21 +202,19 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
 
 
 @torch.inference_mode()
-def _pass_seconds(model: nn.Module, sizes=(1,), repeats: int = 3, cache: DynamicCache | None = None) -> float:
-    """Decoding steps as the engine runs them: `sizes` new tokens after the cached ones (a fresh
-    context unless `cache` is given; it is left as it was)."""
+def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
+                  cache: DynamicCache | None = None) -> float:
+    """A decoding step as the engine runs it: `tokens` new tokens after the cached ones, fastest of
+    `repeats` after one to warm up (a fresh context unless `cache` is given; it is left as it was)."""
     cache = cache if cache is not None else _context(model)
-    total = 0.0
-    for num_tokens in sizes:
-        input_ids = torch.zeros((1, num_tokens), dtype=torch.long, device=model.device)
-        times = []
-        for _ in range(repeats + 1):  # the first call warms up
-            start = time.perf_counter()
-            model(input_ids=input_ids, cache=cache, use_cache=True)
-            times.append(time.perf_counter() - start)
-            cache.crop(-num_tokens)
-        total += min(times[1:])
-    return total
+    input_ids = torch.zeros((1, tokens), dtype=torch.long, device=model.device)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        model(input_ids=input_ids, cache=cache, use_cache=True)
+        times.append(time.perf_counter() - start)
+        cache.crop(-tokens)
+    return min(times[1:])
 
 
 # Choices already timed in this process, by (what was chosen, the model's config and dtype). Timing
@@ -242,8 +240,8 @@ def faster_precision(model: nn.Module) -> nn.Module:
     choose_layout(model)
 
     def decide() -> str:
-        bf16_seconds = _pass_seconds(model, sizes=(1,), repeats=9)
-        return "float32" if _pass_seconds(fp32, sizes=(1,), repeats=9) < bf16_seconds else "bfloat16"
+        bf16_seconds = _pass_seconds(model, repeats=9)
+        return "float32" if _pass_seconds(fp32, repeats=9) < bf16_seconds else "bfloat16"
 
     return fp32 if _once("precision", model, decide) == "float32" else model
 
@@ -285,5 +283,5 @@ def _fastest(model: nn.Module, layouts: tuple[str, ...], size: int, cache: Dynam
     seconds = {}
     for layout in layouts:
         _switch(model, layout)  # packed copies are kept while the layouts take turns
-        seconds[layout] = _pass_seconds(model, sizes=(size,), repeats=2, cache=cache)
+        seconds[layout] = _pass_seconds(model, tokens=size, repeats=2, cache=cache)
     return min(layouts, key=seconds.get)
