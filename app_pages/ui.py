@@ -61,6 +61,7 @@ SETTINGS = {
     **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
        for name, config in NUMERIC_SETTINGS.items()},
     "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
+    "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # The round view's student mode, so that an instructor's link opens it for every student.
@@ -230,6 +231,8 @@ def sidebar_controls() -> None:
     mirrored(sb.slider, "Stop drafting below this confidence", "draft_threshold",
              *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
              help=help_of(Settings, "draft_threshold"))
+    mirrored(sb.toggle, "Price each draft by this machine's passes", "price_drafts",
+             disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
     mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
@@ -393,8 +396,10 @@ def current_settings() -> Settings:
     """The sidebar's values as engine settings (SpecDecError on bad values)."""
     s = st.session_state
     sampling = SamplingConfig(float(s["temperature"]), int(s["top_k"]), float(s["top_p"]))
-    return Settings(int(s["gamma"]), sampling, int(s["max_new_tokens"]), int(s["seed"]),
-                    bool(s["adaptive"]), float(s["draft_threshold"]), str(s["rule"]))
+    return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
+                    seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
+                    draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
+                    price_drafts=bool(s["price_drafts"]))
 
 
 def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:

@@ -81,10 +81,15 @@ class Settings:
                              "and move the cap with acceptance (γ stays the ceiling)")
     draft_threshold: float = setting(0.1, "adaptive: stop drafting when the chance that every draft so "
                                      "far survives (the product of the draft's top probabilities) "
-                                     "falls below this; the first draft is always made (it costs the "
-                                     "target's pass nothing)", (0.0, 0.9))
+                                     "falls below this, the price of a drafting step in target passes "
+                                     "(plus what the draft adds to the verification pass: "
+                                     "--price-drafts); the first draft's step is already paid",
+                                     (0.0, 0.9))
     rule: str = setting(SPECULATIVE, "the acceptance rule: speculative (exact), top-choice (lossy), "
                         "sample-compare (exact, accepts less), typical (Medusa's; lossy)")
+    price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
+                                 "verification pass on this machine (timed at load); off: passes over a "
+                                 "few tokens count as free")
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_NAMES:

@@ -217,3 +217,36 @@ def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkey
     model = copy.deepcopy(tiny_target)
     expected = few if few == many else f"{few}/{many}@{many_from}"
     assert matmul.choose_layout(model) == expected == matmul.layout_of(model)
+
+
+def test_pass_costs_are_timed_per_size_relative_to_one_token_and_never_fall(tiny_target, monkeypatch):
+    monkeypatch.delenv("SPECDEC_PASS_COSTS", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    sizes = []
+    seconds = {1: [0.011, 0.010], 2: [0.016, 0.015], 3: [0.014, 0.014], 4: [0.030, 0.020]}
+
+    def fake_seconds(model, tokens=1, **_):
+        sizes.append(tokens)
+        return seconds[tokens][sizes.count(tokens) - 1]
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    costs = matmul.pass_costs(tiny_target, 4, sweeps=2)
+    assert sizes == [1, 2, 3, 4] * 2  # the sizes take turns
+    assert costs == pytest.approx((1.0, 1.5, 1.5, 2.0))  # each its fastest / one token's; 3 not below 2
+    assert matmul.pass_costs(tiny_target, 4, sweeps=2) == costs and len(sizes) == 8  # timed once
+
+
+def test_pass_costs_really_timed_on_a_model_and_fixed_by_the_environment(tiny_target, monkeypatch):
+    monkeypatch.delenv("SPECDEC_PASS_COSTS", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    costs = matmul.pass_costs(tiny_target, 5)
+    assert len(costs) == 5 and costs[0] == 1.0 and list(costs) == sorted(costs)
+    monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,1.5,1.55")
+    assert matmul.pass_costs(tiny_target, 5) == (1.0, 1.5, 1.55)
+    for invalid in ("", "fast", "1,0.5", "0.5", "1,inf", "1,,2"):
+        monkeypatch.setenv("SPECDEC_PASS_COSTS", invalid)
+        assert matmul.pass_costs(tiny_target, 5) == costs  # ignored: the timed ones
+
+
+def test_pass_costs_are_not_timed_for_a_half_precision_model(tiny_target):
+    assert matmul.pass_costs(copy.deepcopy(tiny_target).half(), 5) == ()

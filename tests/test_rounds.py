@@ -9,7 +9,7 @@ from tiny_models import perturbed_copy
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.drafters import Draft, LookupThenModelDrafter, ModelDrafter, NgramDrafter
+from specdec.core.drafters import Draft, LookupThenModelDrafter, ModelDrafter, NgramDrafter, stop_thresholds
 from specdec.core.records import (
     DRAFTED_BY_LOOKUP,
     DRAFTED_BY_MODEL,
@@ -35,8 +35,8 @@ def tiny_draft(tiny_target):
 
 
 def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma=4, prompt=PROMPT,
-        adaptive=False, threshold=0.0):
-    target = CachedModel(target_model, vocab)
+        adaptive=False, threshold=0.0, pass_costs=()):
+    target = CachedModel(target_model, vocab, pass_costs=pass_costs)
     generator = torch.Generator().manual_seed(seed)
     settings = Settings(gamma, sampling, max_new_tokens, adaptive=adaptive, draft_threshold=threshold)
     traces = list(speculative_rounds(target, drafter, prompt, settings, generator))
@@ -146,15 +146,17 @@ def exact_target_law(target_model, vocab, prompt, warp, length):
 
 
 @pytest.mark.slow  # thousands of sampled runs, ~8 s; the fast loop keeps the exact enumerations
-@pytest.mark.parametrize(("reduced_head", "threshold"),
-                         [(False, None), (True, None), (False, 0.5), (False, 0.8)],
-                         ids=["full head", "reduced head", "adaptive 0.5", "adaptive 0.8"])
+@pytest.mark.parametrize(("reduced_head", "threshold", "pass_costs"),
+                         [(False, None, ()), (True, None, ()), (False, 0.5, ()), (False, 0.8, ()),
+                          (False, 0.1, (1.0, 1.9, 1.95))],
+                         ids=["full head", "reduced head", "adaptive 0.5", "adaptive 0.8", "priced"])
 def test_short_continuations_match_the_target_distribution(tiny_target, tiny_draft, vocab, reduced_head,
-                                                           threshold):
+                                                           threshold, pass_costs):
     """Real (tiny) models, context-dependent p: the law of the first three tokens is the target's.
 
     Also with the draft's head cut to half the vocabulary (q = 0 elsewhere), and with adaptive length
-    (rounds that stop drafting after 0, 1 or 2 tokens, rejections mid-round): still exact.
+    (rounds that stop drafting after 0, 1 or 2 tokens, rejections mid-round; priced by what passes
+    cost, rounds that draft nothing): still exact.
     """
     head = ReducedHead.of(tiny_draft, list(range(0, vocab, 2))) if reduced_head else None
     warp = SamplingConfig(temperature=1.0, top_k=3)
@@ -164,11 +166,12 @@ def test_short_continuations_match_the_target_distribution(tiny_target, tiny_dra
     for seed in range(samples):
         traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab, head=head), vocab, warp, seed=seed,
                         max_new_tokens=3, gamma=2, prompt=prompt, adaptive=threshold is not None,
-                        threshold=threshold or 0.0)
+                        threshold=threshold or 0.0, pass_costs=pass_costs)
         counts[tuple(emitted(traces))] += 1  # KeyError = a sequence the target cannot produce
         lengths |= {(t.num_drafted, t.draft_stop) for t in traces}
-    if threshold:  # the threshold really cut rounds short
-        assert (1, STOP_CONFIDENCE) in lengths, lengths
+    if threshold:  # the threshold really cut rounds short (priced: even before the first draft)
+        assert (0 if pass_costs else 1, STOP_CONFIDENCE) in lengths, lengths
+        assert (2, STOP_CAP) in lengths, lengths  # and other rounds drafted all they could
     keys = list(exact)
     observed = [counts[k] for k in keys]
     total = sum(exact.values())  # float32 products: renormalise so chisquare's sums agree
@@ -322,3 +325,39 @@ def test_lookup_then_model_keeps_the_target_distribution(tiny_target, tiny_draft
     keys = list(exact)
     total = sum(exact.values())
     assert chisquare([counts[k] for k in keys], [exact[k] / total * samples for k in keys]).pvalue > 1e-3
+
+
+def test_a_pass_too_dear_for_any_draft_makes_every_round_a_plain_step(tiny_target, tiny_draft, vocab):
+    """Where one more token in the pass costs 9 plain steps no draft can pay for itself: nothing is
+    drafted, each round is a plain decoding step, and the output is still plain decoding's."""
+    greedy = SamplingConfig(temperature=0)
+    traces, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=20, gamma=4,
+                    adaptive=True, threshold=0.1, pass_costs=(1.0, 10.0))
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 20)]
+    assert emitted(traces) == plain
+    assert all(t.num_drafted == 0 and len(t.emitted_tokens) == 1 for t in traces)
+    assert all(t.draft_stop == STOP_CONFIDENCE for t in traces[:-1])  # the last: no budget left to draft
+    assert all(t.stop_threshold == pytest.approx(9.0) for t in traces[:-1])
+    # Negative control: the same run with passes priced as free drafts in most rounds.
+    free, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=20, gamma=4,
+                  adaptive=True, threshold=0.1)
+    assert sum(t.num_drafted > 0 for t in free) > len(free) / 2
+
+
+@pytest.mark.parametrize("pass_costs", [(1.0, 1.5, 1.55, 1.6, 1.65, 1.7, 1.75), (1.0, 1.05, 1.1, 1.5, 1.55)],
+                         ids=["dear from 2 tokens", "dear from 4 tokens"])
+def test_priced_drafts_stop_only_where_they_do_not_pay_and_stay_exact(tiny_target, tiny_draft, vocab,
+                                                                       pass_costs):
+    greedy = SamplingConfig(temperature=0)
+    traces, target = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=40,
+                         gamma=6, adaptive=True, threshold=0.1, pass_costs=pass_costs)
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
+                                                torch.Generator(), 40)]
+    assert emitted(traces) == plain
+    thresholds = stop_thresholds(0.1, pass_costs, 6)
+    for t in traces:
+        if t.draft_stop == STOP_CONFIDENCE:  # the threshold it fell below is the priced one at that draft
+            assert t.stop_threshold == pytest.approx(thresholds[t.num_drafted])
+            assert t.stop_confidence < t.stop_threshold
+    assert {t.draft_stop for t in traces} >= {STOP_CONFIDENCE}

@@ -41,12 +41,15 @@ class Method:
     named: bool = False  # the drafter's name joins its label: a bundled drafter of its kind runs too
     gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
     draft_threshold: float | None = None
+    price_drafts: bool | None = None  # False: drafts priced as if short passes were free
 
     @property
     def length_note(self) -> str:
-        """", γ 3, threshold 0.1" for a row with a draft length of its own; "" at the run's settings."""
+        """", γ 3, threshold 0.1" for a row with a draft length of its own (", passes free" where its
+        drafts are not priced by the passes); "" at the run's settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
-        return note + ("" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}")
+        note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
+        return note + (", passes free" if self.price_drafts is False else "")
 
     @property
     def name(self) -> str:
@@ -60,7 +63,8 @@ class Method:
 
     def settings(self, run: Settings) -> Settings:
         """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
-        own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold}
+        own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold,
+               "price_drafts": self.price_drafts}
         return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
@@ -98,16 +102,15 @@ def _named(drafter: str, drafters: list[str]) -> bool:
     return drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
 
 
-def race_methods(drafters: list[str], adaptive: bool, lengths: list[tuple[int, float | None]] = ()
-                 ) -> list[Method]:
+def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = ()) -> list[Method]:
     """Target-only, then each drafter at the run's one draft length, and at each of `lengths` ((γ,
-    draft threshold) pairs, --race-lengths): a shorter race between a few."""
+    draft threshold, priced) triples, --race-lengths): a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
-        for gamma, threshold in [(None, None), *lengths]:
-            row = replace(method, gamma=gamma, draft_threshold=threshold)
+        for gamma, threshold, priced in [(None, None, None), *lengths]:
+            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced)
             methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
     labels = [m.label for m in methods]
     if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
@@ -123,16 +126,24 @@ def parse_race(text: str) -> list[str]:
     return drafters
 
 
-def parse_race_lengths(text: str) -> list[tuple[int, float | None]]:
-    """"3:0.1,5" -> [(3, 0.1), (5, None)]: draft lengths as γ (the cap) and, optionally, the draft
-    threshold; SpecDecError on anything else or a value Settings would refuse."""
+RaceLength = tuple[int, float | None, bool | None]  # γ, draft threshold, drafts priced by the passes
+
+
+def parse_race_lengths(text: str) -> list[RaceLength]:
+    """"3:0.1,5,6:0.1:free" -> [(3, 0.1, None), (5, None, None), (6, 0.1, False)]: draft lengths as γ
+    (the cap), optionally the draft threshold, and "free" where drafts are priced as if short passes
+    cost nothing (Settings.price_drafts off); SpecDecError on anything else or a value Settings would
+    refuse."""
     lengths = []
     for word in text.split(","):
-        gamma, _, threshold = word.strip().partition(":")
+        gamma, threshold, free, *rest = [*word.strip().split(":"), "", ""]
         try:
-            length = (int(gamma), float(threshold) if threshold else None)
+            if any(rest) or free not in ("", "free"):
+                raise ValueError(word)
+            length = (int(gamma), float(threshold) if threshold else None, False if free else None)
         except ValueError:
-            message = f"--race-lengths takes γ or γ:threshold separated by commas, got {text!r}"
+            message = (f"--race-lengths takes γ, γ:threshold or γ:threshold:free separated by commas, "
+                       f"got {text!r}")
             raise SpecDecError(message) from None
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)
@@ -218,7 +229,7 @@ def run_bench_sets(
     with_hf: bool = True,
     log: TextIO | None = None,
     race: list[str] | None = None,
-    race_lengths: list[tuple[int, float | None]] = (),
+    race_lengths: list[RaceLength] = (),
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
     `race`: only these drafters, at the settings' draft length and at each of `race_lengths`. Every
@@ -234,6 +245,7 @@ def run_bench_sets(
     report = {
         "cpu": cpu_description(),
         "target": pair.target.describe(),
+        "target_pass_costs": [round(c, 3) for c in pair.target.pass_costs],  # how drafts were priced
         "drafters": {m.drafter_label: _describe_drafter(pair.with_drafter(m.drafter))
                      for m in methods if m.drafter},
         "gamma": settings.gamma,
@@ -397,6 +409,7 @@ def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings
     check_batchable(pair)
     report = {
         "target": pair.target.describe(),
+        "target_pass_costs": [round(c, 3) for c in pair.target.pass_costs],  # how drafts were priced
         "drafter": _describe_drafter(pair),
         "gamma": settings.gamma, "adaptive": settings.adaptive, "draft_threshold": settings.draft_threshold,
         "temperature": settings.sampling.temperature, "top_k": settings.sampling.top_k,

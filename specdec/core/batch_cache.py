@@ -33,8 +33,10 @@ PAD_ID = 0  # the token id fed in padding columns: any id will do, no valid posi
 class BatchCachedModel:
     """Feeds tokens to `model` for several rows at once, each row with its own sequence length."""
 
-    def __init__(self, model: PreTrainedModel, vocab_size: int, rows: int, head: ReducedHead | None = None):
+    def __init__(self, model: PreTrainedModel, vocab_size: int, rows: int, head: ReducedHead | None = None,
+                 pass_costs: tuple[float, ...] = ()):
         self.model = model
+        self.pass_costs = pass_costs  # a single row's (CachedModel.pass_costs): how drafts are priced
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.layout = layout_of(model)

@@ -8,14 +8,14 @@ would propose for that row with that row's generator: same tokens, same q, same 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
 from specdec.config import SamplingConfig
 from specdec.core.batch_cache import LAST, BatchCachedModel
 from specdec.core.cached_model import ReducedHead
-from specdec.core.drafters import Draft, NgramDrafter, empty_draft
+from specdec.core.drafters import Draft, NgramDrafter, empty_draft, worth_drafting
 from specdec.core.records import STOP_CAP, STOP_CONFIDENCE
 from specdec.core.sampling import sample, warp_probs
 
@@ -26,20 +26,20 @@ def draft_rows_one_by_one(
     num_tokens: dict[int, int],
     sampling: SamplingConfig,
     generators: list[torch.Generator],
-    threshold: float = 0.0,
+    thresholds: Sequence[float] = (),
 ) -> dict[int, Draft]:
     """core.drafters.draft_one_by_one for several rows at once: `first_logits[row]` (1, vocab) starts
     each row; `feed({row: token})` gives every still-drafting row's next logits in one batched pass.
 
-    Per row the steps are draft_one_by_one's (the first draft always made; stop when the product of
-    the draft's top probabilities falls below `threshold`; the last draft never fed), so a row's
-    draft does not depend on the other rows.
+    Per row the steps are draft_one_by_one's (draft i + 1 made while worth_drafting with
+    `thresholds[i:]`; the last draft never fed), so a row's draft does
+    not depend on the other rows.
     """
     logits = dict(first_logits)
     tokens = {row: [] for row in logits}
     probs = {row: [] for row in logits}
     confidence = dict.fromkeys(logits, 1.0)
-    stopped_at: dict[int, float] = {}
+    stopped_at: dict[int, tuple[float, float]] = {}  # row -> (its product, the threshold it fell below)
     drafting = [row for row in logits if num_tokens[row] > 0]
     step = 0
     while drafting:
@@ -48,9 +48,11 @@ def draft_rows_one_by_one(
         warped = warp_probs(torch.cat([logits[row] for row in drafting]), sampling)  # (rows, vocab)
         for i, row in enumerate(drafting):
             step_probs = warped[i : i + 1]  # (1, vocab)
-            confidence[row] *= float(step_probs.max())
-            if confidence[row] < threshold and step > 0:  # the first draft is free to verify
-                stopped_at[row] = confidence[row]
+            chance = float(step_probs.max())
+            confidence[row] *= chance
+            ahead = thresholds[step : num_tokens[row]]
+            if step < len(thresholds) and not worth_drafting(confidence[row], chance, ahead):
+                stopped_at[row] = confidence[row], thresholds[step]
                 continue
             token = sample(step_probs, sampling, generators[row])  # (1,)
             tokens[row].append(token)
@@ -64,10 +66,11 @@ def draft_rows_one_by_one(
     drafts = {}
     for row in logits:
         stop = STOP_CONFIDENCE if row in stopped_at else STOP_CAP
+        why = stopped_at.get(row, (None, None))
         if not tokens[row]:
-            drafts[row] = empty_draft(logits[row].shape[-1], stop, stopped_at.get(row))
+            drafts[row] = empty_draft(logits[row].shape[-1], stop, *why)
         else:
-            drafts[row] = Draft(torch.cat(tokens[row]), torch.cat(probs[row]), stop, stopped_at.get(row))
+            drafts[row] = Draft(torch.cat(tokens[row]), torch.cat(probs[row]), stop, *why)
     return drafts
 
 
@@ -85,7 +88,7 @@ class BatchDrafter:
         self.name = name
 
     def propose(self, rows_token_ids: list[list[int]], num_tokens: list[int], sampling: SamplingConfig,
-                generators: list[torch.Generator], threshold: float = 0.0) -> list[Draft]:
+                generators: list[torch.Generator], thresholds: Sequence[float] = ()) -> list[Draft]:
         """One draft per row (`num_tokens[row]` at most), the model's rows drafted together."""
         drafts: dict[int, Draft] = {}
         if self.lookup is not None:
@@ -115,7 +118,7 @@ class BatchDrafter:
 
             counts = {row: num_tokens[row] for row in asking}
             for row, draft in draft_rows_one_by_one(first, feed, counts, sampling, generators,
-                                                    threshold).items():
+                                                    thresholds).items():
                 drafts[row] = draft
         return [drafts[row] for row in range(len(rows_token_ids))]
 

@@ -30,7 +30,7 @@ from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
 from specdec.core.records import STOP_BUDGET, STOP_CAP, CacheLengths, RoundTrace
-from specdec.core.rounds import cut_after_stop, judge, next_draft_cap, round_trace
+from specdec.core.rounds import cut_after_stop, draft_thresholds, judge, next_draft_cap, round_trace
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -85,7 +85,9 @@ def batch_speculative_rounds(
     and the row replays that run). `detail` as in speculative_rounds."""
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]
-    threshold = settings.draft_threshold if settings.adaptive else 0.0
+    # Drafts are priced as a single run prices them (the target's one-row pass costs), so each row
+    # drafts what its single run would, though a batched pass costs otherwise.
+    thresholds = draft_thresholds(settings, target.pass_costs)
     tokens = [list(prompt) for prompt in prompts]
     # Invariant at the start of every round: the target has seen all of a row's tokens but the last.
     _prefill(target, tokens)
@@ -100,7 +102,7 @@ def batch_speculative_rounds(
         start = time.perf_counter()
         target_before, draft_before = target.lengths, drafter.cache_lengths
         drafts = drafter.propose([tokens[row] for row in rows], ks, sampling,
-                                 [generators[row] for row in rows], threshold)
+                                 [generators[row] for row in rows], thresholds)
         draft_drafted = drafter.cache_lengths
         drafted = time.perf_counter()
 

@@ -53,7 +53,7 @@ class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
 
     def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None,
-                 keep_features: bool = False):
+                 keep_features: bool = False, pass_costs: tuple[float, ...] = ()):
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
@@ -63,6 +63,9 @@ class CachedModel:
         # (a feature head drafts from them: core.feature_head).
         self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
         self.keep_features = keep_features
+        # What a pass over 1, 2, ... tokens costs on this machine, in 1-token passes (core.matmul.
+        # pass_costs); empty: not measured (the round loop then counts short passes as free).
+        self.pass_costs = pass_costs
 
     @property
     def cache_length(self) -> int:

@@ -1,14 +1,14 @@
 """Drafters: the cheap guessers. Each proposes k tokens with the distribution q it drew them from.
 
 Every drafter has the same two methods, so adding a way of drafting is adding a class:
-    propose(token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft
+    propose(token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft
     rollback(length)   # after verification: only the first `length` tokens of the sequence survived
 and say how many tokens their cache holds (`cache_length`, None without a cache).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -36,6 +36,7 @@ class Draft:
     probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from
     stop: str = STOP_CAP  # why no more were drafted (records.STOP_*)
     stop_confidence: float | None = None  # with STOP_CONFIDENCE: the product that fell below the threshold
+    stop_threshold: float | None = None  # with STOP_CONFIDENCE: that threshold (stop_thresholds)
     source: str = DRAFTED_BY_MODEL  # who proposed the tokens (records.DRAFTED_BY_*)
     head_read: HeadRead | None = None  # a feature head: what it read (its feature list left empty)
     read_feature: torch.Tensor | None = None  # (hidden,) the feature it read, for a trace that shows it
@@ -50,7 +51,7 @@ class Drafter(Protocol):
         num_tokens: int,
         sampling: SamplingConfig,
         generator: torch.Generator,
-        threshold: float = 0.0,
+        thresholds: Sequence[float] = (),
     ) -> Draft: ...
 
     def rollback(self, length: int) -> None: ...
@@ -59,8 +60,48 @@ class Drafter(Protocol):
     def cache_length(self) -> int | None: ...
 
 
-def empty_draft(vocab_size: int, stop: str = STOP_CAP, confidence: float | None = None) -> Draft:
-    return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, vocab_size), stop, confidence)
+def empty_draft(vocab_size: int, stop: str = STOP_CAP, confidence: float | None = None,
+                threshold: float | None = None) -> Draft:
+    return Draft(torch.empty(0, dtype=torch.long), torch.empty(0, vocab_size), stop, confidence, threshold)
+
+
+def stop_thresholds(floor: float, pass_costs: Sequence[float], num_tokens: int) -> list[float]:
+    """The chance of survival each draft must beat to be made: thresholds[i] for draft i + 1.
+
+    A draft pays one token when it and every draft before it survive, a chance estimated as the
+    product of the draft's top probabilities. It costs its drafting step and what it adds to the
+    verification pass. `floor` (Settings.draft_threshold) prices the drafting step, in passes of the
+    target over one token; `pass_costs[n - 1]` is what a pass over n tokens costs in the same unit
+    (measured at load: core.matmul.pass_costs), so draft i + 1, the (i + 2)-th token of its pass,
+    adds pass_costs[i + 1] - pass_costs[i]. The first draft's drafting step is already paid: its q
+    came from feeding the last token, which the drafter must see anyway. Without costs (a GPU, a
+    batch) passes over a few tokens count as free, as they nearly are where the weights' reading
+    dominates: the first draft is then always made and the rest must beat `floor`. Where a pass over
+    two tokens costs 1.5 plain steps, the first draft is made only when it is more likely than not
+    to survive, and a round may draft nothing: a plain decoding step.
+    """
+    costs = list(pass_costs) or [1.0]
+    costs += [costs[-1]] * (num_tokens + 1 - len(costs))  # unmeasured sizes: as the largest measured
+    return [(floor if i > 0 else 0.0) + max(0.0, costs[i + 1] - costs[i]) for i in range(num_tokens)]
+
+
+def worth_drafting(confidence: float, chance: float, thresholds: Sequence[float]) -> bool:
+    """Whether to make a draft whose survival, with every draft before it, has the chance
+    `confidence` (the product of the draft's top probabilities so far; `chance`: its own factor), when
+    it and each further draft the round may make must beat `thresholds` (stop_thresholds).
+
+    It is made if drafting up to some length from here is expected to pay, each further draft taken to
+    survive with the same `chance` as this one. With equal thresholds that is just `confidence` beating
+    the first; with a price paid once (a pass that grows dearer at 4 tokens, then stays level) a sure
+    draft goes past it where the drafts beyond pay it back.
+    """
+    gain = 0.0
+    for threshold in thresholds:
+        gain += confidence - threshold
+        if gain >= 0:
+            return True
+        confidence *= chance
+    return not thresholds
 
 
 def draft_one_by_one(
@@ -69,35 +110,37 @@ def draft_one_by_one(
     num_tokens: int,
     sampling: SamplingConfig,
     generator: torch.Generator,
-    threshold: float = 0.0,
+    thresholds: Sequence[float] = (),
 ) -> Draft:
     """Up to `num_tokens` drafts from `logits` (1, vocab), asking `next_logits(token)` after each.
 
-    With `threshold` > 0, stop before the draft whose proposal would make the chance that all drafts
-    survive, estimated as the product of the draft's top probabilities (the shipped draft is well
-    calibrated: see the README), fall below it. The first draft is always proposed: decoding reads the
-    target's weights once per pass however few tokens it feeds, so a pass over the last token and one
-    draft costs what a pass over the last token alone costs (29.5 ms and 29.4 ms on the 2-core
-    machine). A first draft costs only the drafter's step, and it pays whenever it survives. The stop
-    depends on q alone, never on the target, so the output distribution stays the target's.
+    Draft i + 1 is made only while the chance that it and every draft before it survive, estimated as
+    the product of the draft's top probabilities (the shipped draft is well calibrated: see the
+    README), pays for what it costs, `thresholds[i]` (worth_drafting, stop_thresholds; none given:
+    never stop early). The stop depends on q alone, never on the target, so the output distribution
+    stays the target's.
     """
     tokens, probs = [], []
     confidence, stopped_at = 1.0, None
     for i in range(num_tokens):
         step_probs = warp_probs(logits, sampling)  # (1, vocab)
-        confidence *= float(step_probs.max())
-        if confidence < threshold and i > 0:  # see above: the first draft is free to verify
-            stopped_at = confidence
+        chance = float(step_probs.max())
+        confidence *= chance
+        if i < len(thresholds) and not worth_drafting(confidence, chance, thresholds[i:num_tokens]):
+            stopped_at = i
             break
         token = sample(step_probs, sampling, generator)  # (1,)
         tokens.append(token)
         probs.append(step_probs)
         if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
             logits = next_logits(int(token))
-    stop = STOP_CAP if stopped_at is None else STOP_CONFIDENCE
+    if stopped_at is None:
+        stop, why = STOP_CAP, (None, None)
+    else:
+        stop, why = STOP_CONFIDENCE, (confidence, thresholds[stopped_at])
     if not tokens:
-        return empty_draft(logits.shape[-1], stop, stopped_at)
-    return Draft(torch.cat(tokens), torch.cat(probs), stop, stopped_at)
+        return empty_draft(logits.shape[-1], stop, *why)
+    return Draft(torch.cat(tokens), torch.cat(probs), stop, *why)
 
 
 class ModelDrafter:
@@ -113,14 +156,14 @@ class ModelDrafter:
         self.name = name
         self.cached = CachedModel(model, vocab_size, head)
 
-    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         if num_tokens == 0:
             return empty_draft(self.cached.vocab_size)
         # Feed whatever the draft has not seen yet. Usually that is only the last token; after a
         # round where every draft was accepted it is also the last draft (proposed, never fed).
         logits = self.cached.extend(token_ids[self.cached.cache_length :], keep_last=1)
         return draft_one_by_one(logits, lambda token: self.cached.extend([token]), num_tokens, sampling,
-                                generator, threshold)
+                                generator, thresholds)
 
     def rollback(self, length: int) -> None:
         self.cached.rollback(length)
@@ -156,7 +199,7 @@ class FeatureDrafter:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
         return self.reduced.logits(feature, self.target.vocab_size, self.target.layout)
 
-    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1
         if num_tokens == 0 or verified == 0:  # no room left, or a one-token prompt: no feature to read
             return replace(empty_draft(self.target.vocab_size), source=DRAFTED_BY_HEAD)
@@ -174,7 +217,7 @@ class FeatureDrafter:
             return self._logits(feature)
 
         draft = draft_one_by_one(self._logits(feature), next_logits, num_tokens, sampling, generator,
-                                 threshold)
+                                 thresholds)
         read = HeadRead(position=verified - 1, next_token=token_ids[verified], feature=None)
         return replace(draft, source=DRAFTED_BY_HEAD, head_read=read,
                        read_feature=self.target.features[verified - 1].float().cpu())
@@ -218,8 +261,8 @@ class NgramDrafter:
                     return token_ids[start + n : start + n + num_tokens]
         return []
 
-    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
-        """A lookup is sure of what it proposes (q = 1), so the threshold never stops it."""
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
+        """A lookup is sure of what it proposes (q = 1), so no threshold stops it."""
         tokens = torch.tensor(self.continuation(token_ids, num_tokens), dtype=torch.long)
         probs = torch.zeros(len(tokens), self.vocab_size)
         probs[torch.arange(len(tokens)), tokens] = 1.0
@@ -249,11 +292,11 @@ class LookupThenModelDrafter:
         self.lookup, self.model = lookup, model
         self.cached = getattr(model, "cached", None)  # a draft model's cache, prefilled with the target's
 
-    def propose(self, token_ids, num_tokens, sampling, generator, threshold=0.0) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         copied = self.lookup.propose(token_ids, num_tokens, sampling, generator)
         if len(copied.tokens):
             return copied
-        return self.model.propose(token_ids, num_tokens, sampling, generator, threshold)
+        return self.model.propose(token_ids, num_tokens, sampling, generator, thresholds)
 
     def rollback(self, length: int) -> None:
         self.model.rollback(length)

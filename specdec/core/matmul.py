@@ -36,6 +36,7 @@ decoding, the baseline every speed-up is measured against, runs as fast as this 
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import time
 import weakref
@@ -203,27 +204,27 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
 
 @torch.inference_mode()
 def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
-                  cache: DynamicCache | None = None) -> float:
+                  cache: DynamicCache | None = None, warm_up: bool = True) -> float:
     """A decoding step as the engine runs it: `tokens` new tokens after the cached ones, fastest of
     `repeats` after one to warm up (a fresh context unless `cache` is given; it is left as it was)."""
     cache = cache if cache is not None else _context(model)
     input_ids = torch.zeros((1, tokens), dtype=torch.long, device=model.device)
     times = []
-    for _ in range(repeats + 1):
+    for _ in range(repeats + warm_up):
         start = time.perf_counter()
         model(input_ids=input_ids, cache=cache, use_cache=True)
         times.append(time.perf_counter() - start)
         cache.crop(-tokens)
-    return min(times[1:])
+    return min(times[warm_up:])
 
 
 # Choices already timed in this process, by (what was chosen, the model's config and dtype). Timing
 # is noisy; a second load of the same model must not choose otherwise, or a seed would not replay
 # exactly (the summation order, and with it a near-tie, would change).
-_CHOSEN: dict[tuple[str, str, str], str] = {}
+_CHOSEN: dict[tuple[str, str, str], object] = {}
 
 
-def _once(what: str, model: nn.Module, decide) -> str:
+def _once(what: str, model: nn.Module, decide):
     key = (what, model.config.to_json_string(), str(model.dtype))
     if key not in _CHOSEN:
         _CHOSEN[key] = decide()
@@ -285,3 +286,43 @@ def _fastest(model: nn.Module, layouts: tuple[str, ...], size: int, cache: Dynam
         _switch(model, layout)  # packed copies are kept while the layouts take turns
         seconds[layout] = _pass_seconds(model, tokens=size, repeats=2, cache=cache)
     return min(layouts, key=seconds.get)
+
+
+def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[float, ...]:
+    """What a decoding pass over 1, 2, ..., `max_tokens` new tokens costs on this machine, in passes
+    over one token, in the model's layout(s); timed once per process and model. What a draft adds to
+    its verification pass is read off it (core.drafters.stop_thresholds).
+
+    The sizes take turns, `sweeps` times over, and each keeps its fastest pass (the first sweep warms
+    up), so a moment when the machine is slow touches every size alike. A pass over more tokens never
+    counts as cheaper than one over fewer (noise must not make a draft look free). Empty off the CPU
+    and for other dtypes: on a GPU a pass over a few tokens costs about one token's; nothing is timed.
+    SPECDEC_PASS_COSTS fixes them (e.g. "1,1.5,1.55"; "1": every pass as cheap as one token's), so two
+    processes draft alike; a value that is not such a list is ignored and the passes are timed.
+    """
+    if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
+        return ()
+    if forced := _parse_costs(os.environ.get("SPECDEC_PASS_COSTS", "")):
+        return forced
+
+    def measure() -> tuple[float, ...]:
+        cache = _context(model)
+        fastest = [float("inf")] * max_tokens
+        for _ in range(sweeps):
+            for size in range(1, max_tokens + 1):
+                seconds = _pass_seconds(model, tokens=size, repeats=1, cache=cache, warm_up=False)
+                fastest[size - 1] = min(fastest[size - 1], seconds)
+        return tuple(itertools.accumulate((s / fastest[0] for s in fastest), max))
+
+    return _once(f"pass costs up to {max_tokens} ({layout_of(model)})", model, measure)
+
+
+def _parse_costs(text: str) -> tuple[float, ...]:
+    """"1,1.5,1.55" -> (1.0, 1.5, 1.55); () unless every word is a number >= 1 and none is below the
+    one before (a pass over more tokens costs at least as much)."""
+    try:
+        costs = tuple(float(word) for word in text.split(","))
+    except ValueError:
+        return ()
+    ordered = all(1 <= a <= b < float("inf") for a, b in itertools.pairwise((1.0, *costs)))
+    return costs if ordered else ()

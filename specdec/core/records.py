@@ -78,6 +78,7 @@ class RoundTrace:
     draft_stop: str = STOP_CAP  # why drafting stopped where it did (the STOP_ names above)
     # Adaptive stop: the product of the draft's top probabilities, including the token not proposed.
     stop_confidence: float | None = None
+    stop_threshold: float | None = None  # with STOP_CONFIDENCE: the threshold it fell below (stop_thresholds)
     drafted_by: str = DRAFTED_BY_MODEL  # one of the DRAFTED_BY_ names above
     head_read: HeadRead | None = None  # with a feature head: what its first draft read
     rule: str = "speculative"  # the acceptance rule that judged the drafts (config.RULE_NAMES)

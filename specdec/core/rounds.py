@@ -7,7 +7,7 @@ step through them, and metrics can be computed from them afterwards.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import torch
@@ -16,7 +16,7 @@ from specdec.config import SamplingConfig, Settings
 from specdec.core import stopwatch
 from specdec.core.acceptance import RULES, Rule, Verdict, greedy_accept, greedy_expected
 from specdec.core.cached_model import CachedModel
-from specdec.core.drafters import Draft, Drafter
+from specdec.core.drafters import Draft, Drafter, stop_thresholds
 from specdec.core.records import (
     STOP_BUDGET,
     STOP_CAP,
@@ -106,6 +106,7 @@ def round_trace(
         draft_cap=draft_cap,
         draft_stop=draft_stop,
         stop_confidence=draft.stop_confidence,
+        stop_threshold=draft.stop_threshold,
         drafted_by=draft.source,
         head_read=draft.head_read if draft.head_read is None or target_probs is None else replace(
             draft.head_read, feature=[round(v, 4) for v in draft.read_feature.tolist()]),
@@ -148,6 +149,15 @@ def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int
     return cap
 
 
+def draft_thresholds(settings: Settings, pass_costs: Sequence[float]) -> list[float]:
+    """What each draft's chance of surviving must beat (core.drafters.stop_thresholds), priced with
+    the target's `pass_costs` here unless told not to; none without an adaptive draft length."""
+    if not settings.adaptive:
+        return []
+    priced_by = pass_costs if settings.price_drafts else ()
+    return stop_thresholds(settings.draft_threshold, priced_by, settings.gamma)
+
+
 def judge(
     rule: Rule, greedy: bool, draft: Draft, target_probs: torch.Tensor, generator: torch.Generator
 ) -> tuple[Verdict, torch.Tensor]:
@@ -171,13 +181,15 @@ def speculative_rounds(
 ) -> Iterator[RoundTrace]:
     """Draft up to γ tokens, verify them in one target pass, keep the accepted ones; repeat.
 
-    With `settings.adaptive`, a round drafts until the draft grows unsure (Drafter.propose) or reaches
-    the cap, which moves with acceptance (next_draft_cap). `detail` = False skips the top-token
-    tables a teacher shows (RoundTrace.positions), for runs nobody watches round by round.
+    With `settings.adaptive`, a round drafts while the next draft's chance of surviving pays for it
+    (core.drafters.stop_thresholds, with what the target's passes cost on this machine) up to the cap,
+    which moves with acceptance (next_draft_cap); it may draft nothing, a plain step. `detail` = False
+    skips the top-token tables a teacher shows (RoundTrace.positions), for runs nobody watches round by
+    round.
     """
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
-    threshold = settings.draft_threshold if settings.adaptive else 0.0
+    thresholds = draft_thresholds(settings, target.pass_costs)
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
     with stopwatch.stage(PREFILL):
@@ -192,7 +204,7 @@ def speculative_rounds(
         start = time.perf_counter()
         target_before, draft_before = target.cache_length, drafter.cache_length
         with stopwatch.stage(DRAFT):
-            draft = drafter.propose(tokens, k, sampling, generator, threshold)
+            draft = drafter.propose(tokens, k, sampling, generator, thresholds)
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 

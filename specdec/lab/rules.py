@@ -27,7 +27,7 @@ import torch
 
 from specdec.config import RULE_NAMES, SPECULATIVE, Settings
 from specdec.core.acceptance import RULES
-from specdec.core.rounds import judge, target_only_steps
+from specdec.core.rounds import draft_thresholds, judge, target_only_steps
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK, locked_steps
@@ -164,10 +164,10 @@ def _count_round(tally: RuleTally, drafted: int, accepted: int, expected: list[f
 def _shared_round(models: RunModels, prompt_ids, settings: Settings, generator, lock):
     """Steps 1 and 2 of the round loop (core.rounds), once for every rule: up to γ drafts, one target
     pass over them. -> (draft, p at the k + 1 positions, seconds)."""
-    threshold = settings.draft_threshold if settings.adaptive else 0.0
+    thresholds = draft_thresholds(settings, models.target.pass_costs)
     with lock:
         start = time.perf_counter()
-        draft = models.drafter.propose(prompt_ids, settings.gamma, settings.sampling, generator, threshold)
+        draft = models.drafter.propose(prompt_ids, settings.gamma, settings.sampling, generator, thresholds)
         logits = models.target.extend([prompt_ids[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
         target_probs = warp_probs(logits, settings.sampling)
         return draft, target_probs, time.perf_counter() - start

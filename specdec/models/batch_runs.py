@@ -45,7 +45,8 @@ def batch_rounds(pair: ModelPair, prompts: list[list[int]], settings: Settings,
     """Speculative decoding of every prompt together. Row r samples with its own generator, seeded
     `seeds[r]` (default: every row settings.seed, so each row replays its prompt's single run)."""
     seeds = seeds or [settings.seed] * len(prompts)
-    target = BatchCachedModel(pair.target.model, pair.target.vocab_size, len(prompts))
+    target = BatchCachedModel(pair.target.model, pair.target.vocab_size, len(prompts),
+                              pass_costs=pair.target.pass_costs)
     return batch_speculative_rounds(target, new_batch_drafter(pair, len(prompts)), prompts, settings,
                                     _generators(seeds), pair.stop_token_ids, detail)
 

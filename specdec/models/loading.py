@@ -26,8 +26,9 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
+from specdec.config import Settings, ui_range
 from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import choose_layout, describe_layout, faster_precision, layout_of
+from specdec.core.matmul import choose_layout, describe_layout, faster_precision, layout_of, pass_costs
 from specdec.errors import SpecDecError, first_line
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -116,6 +117,12 @@ class LoadedModel:
     def reduced_head(self) -> ReducedHead | None:
         """The output head over head_token_ids, sliced once and shared by every run."""
         return None if self.head_token_ids is None else ReducedHead.of(self.model, self.head_token_ids)
+
+    @cached_property
+    def pass_costs(self) -> tuple[float, ...]:
+        """What a pass over 1 to γ + 1 tokens costs here, in 1-token passes (the sidebar's largest γ;
+        core.matmul.pass_costs): what a draft adds to its verification pass (core.drafters)."""
+        return pass_costs(self.model, ui_range(Settings, "gamma")[1] + 1)
 
     @property
     def num_parameters(self) -> int:

@@ -37,7 +37,9 @@ class ModelPair:
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
         """`drafter` is "ngram", a draft model's bundled name, Hugging Face id or folder, or a feature
         head's (bundled name or folder); "ngram+" before a model or head: lookup first."""
-        return cls(load_model(target_name), None).with_drafter(drafter or default_drafter(target_name))
+        target = load_model(target_name)
+        _ = target.pass_costs  # timed now, with the load, not when the first run starts
+        return cls(target, None).with_drafter(drafter or default_drafter(target_name))
 
     def with_drafter(self, drafter: str) -> ModelPair:
         """The same loaded target with another drafter ("ngram", a draft model or a feature head, with
@@ -67,7 +69,8 @@ class ModelPair:
 
     def new_target(self) -> CachedModel:
         """The target with a fresh KV cache for one run, keeping its features if the head reads them."""
-        return CachedModel(self.target.model, self.target.vocab_size, keep_features=self.head is not None)
+        return CachedModel(self.target.model, self.target.vocab_size, keep_features=self.head is not None,
+                           pass_costs=self.target.pass_costs)
 
     def new_drafter(self, target: CachedModel | None = None) -> Drafter:
         """A fresh drafter for one run: its KV cache is that run's alone. A feature head reads the run's
