@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages import ui
-from specdec.lab import charts, timing
+from specdec.lab import charts, draft_length, timing
 from specdec.models.pair import ModelPair
 
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the passes of γ = 1 to 4; γ 5 to 7 are read off 8
@@ -81,6 +81,31 @@ def show(rows: list[dict], measured_on: str, finished: bool, gamma: int) -> None
     )
 
 
+def draft_prices(pair: ModelPair, settings) -> None:
+    """What each draft must be worth on this machine, from the passes timed at load."""
+    st.header("What a draft must be worth here")
+    st.markdown(
+        "A draft pays one token if it and every draft before it survive; the draft's estimate of that "
+        "chance is the product of its top probabilities. It costs a drafting step (the draft threshold, "
+        f"**{settings.draft_threshold:.2f}** of a plain step) and what one more token adds to the "
+        "verification pass. With adaptive length a draft is made only while its chance beats that sum, "
+        "or while the drafts after it, as sure as this one, would pay it back. Where the pass grows dear, "
+        "rounds draft less, down to none: a plain step."
+    )
+    if not settings.adaptive:
+        st.info("Adaptive draft length is off: every round drafts up to γ, whatever it costs.")
+        return
+    if not pair.target.pass_costs:
+        st.info("This target's passes were not timed (a GPU, or another dtype): passes over a few "
+                "tokens count as free, so each draft after the first must beat the threshold alone.")
+    elif not settings.price_drafts:
+        st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
+    st.dataframe(draft_length.draft_prices(pair.target.pass_costs, settings), hide_index=True)
+    st.caption("Pass costs timed at load, each size's fastest of four sweeps (core.matmul.pass_costs; "
+               "SPECDEC_PASS_COSTS fixes them). The first draft's drafting step is already paid: its q "
+               "comes from the pass over the last token, which the drafter makes anyway.")
+
+
 def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
     """Where one round's time goes, with the round view's full trace and lean (bench, races)."""
     st.header("Where a round's time goes")
@@ -116,4 +141,5 @@ if measured is None:
     st.info("Press **Time the forward pass** (after the prompt of *Round by round*, with the KV cache).")
 else:
     show(*measured, gamma=settings.gamma)
+draft_prices(pair, ui.current_settings())
 round_breakdown(pair, ui.current_settings(), prompt_ids)

@@ -3,8 +3,15 @@
 import itertools
 
 import pytest
+import torch
+from tiny_models import perturbed_copy
 
-from specdec.core.drafters import stop_thresholds, worth_drafting
+from specdec.config import SamplingConfig, Settings
+from specdec.core.cached_model import CachedModel
+from specdec.core.drafters import ModelDrafter, stop_thresholds, worth_drafting
+from specdec.core.records import STOP_CONFIDENCE
+from specdec.core.rounds import speculative_rounds
+from specdec.lab.draft_length import why_drafting_stopped
 
 
 def test_without_costs_the_first_draft_is_free_and_the_rest_pay_the_floor():
@@ -34,3 +41,20 @@ def test_a_sure_draft_goes_past_a_price_paid_once():
     assert not worth_drafting(0.45, 0.3, dear_then_level)  # the drafts after it are too unsure
     assert worth_drafting(0.5, 0.0, dear_then_level)  # pays for itself
     assert worth_drafting(0.2, 0.2, [])  # no prices: no stop
+
+
+@pytest.mark.parametrize(("pass_costs", "words"), [
+    ((1.0, 10.0), ["9.00 for what it adds to the target's pass", "nothing was drafted: this round is a plain step"]),
+    ((), ["(the drafting step)", "so the drafter stopped after"]),
+], ids=["too dear to draft", "passes free"])
+def test_the_round_view_says_which_price_stopped_the_draft(tiny_target, tokenizer, pass_costs, words):
+    vocab = len(tokenizer)
+    settings = Settings(4, SamplingConfig(temperature=0), 30, adaptive=True, draft_threshold=0.6)
+    target = CachedModel(tiny_target, vocab, pass_costs=pass_costs)
+    drafter = ModelDrafter(perturbed_copy(tiny_target, scale=0.6, seed=7), vocab)
+    traces = list(speculative_rounds(target, drafter, [5, 17, 42, 8], settings, torch.Generator()))
+    stopped = [t for t in traces if t.draft_stop == STOP_CONFIDENCE]
+    assert stopped
+    for trace in stopped:
+        why = why_drafting_stopped(trace, settings)
+        assert f"**{trace.stop_threshold:.2f}**" in why and all(w in why for w in words), why

@@ -107,3 +107,26 @@ def test_variants_with_no_draft_model_says_so(tiny_pair_dirs):
     at.button(key="b_variants").click().run()  # still races n-gram lookup against the target alone
     assert_clean(at)
     assert charts(at) == 2 and [t.label for t in at.tabs] == ["target only", "n-gram lookup"]
+
+
+@pytest.fixture
+def dear_passes(monkeypatch):
+    """Passes dearer from 2 tokens, for a pair loaded afresh (and forgotten after the test)."""
+    from app_pages import ui
+
+    monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,1.5,1.55,1.6")
+    ui._load_pair.clear()
+    yield
+    ui._load_pair.clear()
+
+
+def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_dirs, dear_passes):
+    at = make_app(tiny_pair_dirs, IDLE, gamma=4, draft_threshold=0.1)
+    assert_clean(at)
+    rows = at.dataframe[0].value.to_dict("records")
+    assert [r["chance it must beat"] for r in rows] == pytest.approx([0.5, 0.15, 0.15, 0.1])
+    assert [r["pass cost (plain steps)"] for r in rows][:3] == pytest.approx([1.5, 1.55, 1.6])
+    at.session_state["price_drafts"] = False  # negative control: short passes counted free
+    at.run()
+    rows = at.dataframe[0].value.to_dict("records")
+    assert [r["chance it must beat"] for r in rows] == pytest.approx([0.0, 0.1, 0.1, 0.1])
