@@ -80,9 +80,15 @@ def stop_thresholds(floor: float, pass_costs: Sequence[float], num_tokens: int) 
     two tokens costs 1.5 plain steps, the first draft is made only when it is more likely than not
     to survive, and a round may draft nothing: a plain decoding step.
     """
-    costs = list(pass_costs) or [1.0]
-    costs += [costs[-1]] * (num_tokens + 1 - len(costs))  # unmeasured sizes: as the largest measured
+    costs = costs_up_to(pass_costs, num_tokens + 1)
     return [(floor if i > 0 else 0.0) + max(0.0, costs[i + 1] - costs[i]) for i in range(num_tokens)]
+
+
+def costs_up_to(pass_costs: Sequence[float], tokens: int) -> list[float]:
+    """What passes over 1 to `tokens` tokens cost, in one-token passes, as stop_thresholds prices
+    them: sizes beyond those measured as the largest measured (none measured: all as one token)."""
+    costs = list(pass_costs[:tokens]) or [1.0]
+    return costs + [costs[-1]] * (tokens - len(costs))
 
 
 def worth_drafting(confidence: float, chance: float, thresholds: Sequence[float]) -> bool:
@@ -115,9 +121,8 @@ def draft_one_by_one(
     """Up to `num_tokens` drafts from `logits` (1, vocab), asking `next_logits(token)` after each.
 
     Draft i + 1 is made only while the chance that it and every draft before it survive, estimated as
-    the product of the draft's top probabilities (the shipped draft is well calibrated: see the
-    README), pays for what it costs, `thresholds[i]` (worth_drafting, stop_thresholds; none given:
-    never stop early). The stop depends on q alone, never on the target, so the output distribution
+    the product of the draft's top probabilities, pays for what it costs, `thresholds[i]`
+    (worth_drafting, stop_thresholds; none given: never stop early). The stop depends on q alone, never on the target, so the output distribution
     stays the target's.
     """
     tokens, probs = [], []

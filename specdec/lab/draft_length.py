@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specdec.config import Settings
-from specdec.core.drafters import stop_thresholds
+from specdec.core.drafters import costs_up_to, stop_thresholds
 from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH, RoundTrace
 
 
@@ -46,14 +46,11 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
 def draft_prices(pass_costs: tuple[float, ...], settings: Settings) -> list[dict]:
     """Per draft a round may make: the pass that verifies it, what that pass costs here in plain steps
     (timed at load), what the draft adds to it, and the chance of surviving it must beat."""
-    costs = pass_costs if settings.price_drafts else ()
-    thresholds = stop_thresholds(settings.draft_threshold, costs, settings.gamma)
-    rows = []
-    for i, threshold in enumerate(thresholds):
-        tokens = i + 2  # draft i + 1 with the drafts before it and the last token
-        known = costs[tokens - 1] if tokens <= len(costs) else None
-        rows.append({"draft": i + 1, "tokens in the pass": tokens,
-                     "pass cost (plain steps)": None if known is None else round(known, 2),
-                     "added by this draft": round(threshold - (settings.draft_threshold if i else 0.0), 2),
-                     "chance it must beat": round(threshold, 2)})  # fmt: skip
-    return rows
+    priced_by = pass_costs if settings.price_drafts else ()
+    thresholds = stop_thresholds(settings.draft_threshold, priced_by, settings.gamma)
+    costs = costs_up_to(priced_by, settings.gamma + 1)
+    return [{"draft": i + 1, "tokens in the pass": i + 2,  # draft i + 1, the drafts before it, the last token
+             "pass cost (plain steps)": round(costs[i + 1], 2),
+             "added by this draft": round(threshold - (settings.draft_threshold if i else 0.0), 2),
+             "chance it must beat": round(threshold, 2)}
+            for i, threshold in enumerate(thresholds)]  # fmt: skip
