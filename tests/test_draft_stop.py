@@ -44,7 +44,8 @@ def test_a_sure_draft_goes_past_a_price_paid_once():
 
 
 @pytest.mark.parametrize(("pass_costs", "words"), [
-    ((1.0, 10.0), ["9.00 for what it adds to the target's pass", "nothing was drafted: this round is a plain step"]),
+    ((1.0, 10.0), ["9.00 for what it adds to the target's pass",
+                   "nothing was drafted: this round is a plain step"]),
     ((), ["(the drafting step)", "so the drafter stopped after"]),
 ], ids=["too dear to draft", "passes free"])
 def test_the_round_view_says_which_price_stopped_the_draft(tiny_target, tokenizer, pass_costs, words):

@@ -122,8 +122,8 @@ def draft_one_by_one(
 
     Draft i + 1 is made only while the chance that it and every draft before it survive, estimated as
     the product of the draft's top probabilities, pays for what it costs, `thresholds[i]`
-    (worth_drafting, stop_thresholds; none given: never stop early). The stop depends on q alone, never on the target, so the output distribution
-    stays the target's.
+    (worth_drafting, stop_thresholds; none given: never stop early). The stop depends on q alone,
+    never on the target, so the output distribution stays the target's.
     """
     tokens, probs = [], []
     confidence, stopped_at = 1.0, None
