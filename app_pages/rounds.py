@@ -274,9 +274,11 @@ def _stage_drafting(trace, labels) -> None:
     why = draft_length.why_drafting_stopped(trace, stepper.settings)
     if _drafted_under_confidence_rule(trace):
         why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
-                f"that every draft up to there survives; drafting stops before Π would fall below "
-                f"{stepper.settings.draft_threshold:.2f}. The first draft is always made: the target's "
-                "pass costs the same with one draft as with none.)")
+                f"that every draft up to there survives; drafting stops before Π would fall below what "
+                f"the next draft costs: the threshold {stepper.settings.draft_threshold:.2f} for drafting "
+                "it, plus what it adds to the target's pass on this machine, listed on *The idle "
+                "machine*. The first draft's drafting step is already paid, so where a pass over two "
+                "tokens costs what a pass over one does, the first draft is always made.)")
     st.markdown(f"**Why {trace.num_drafted}?** {why}")
     if trace.head_read is not None:
         _what_the_head_read(trace)

@@ -32,8 +32,7 @@ def draft_rows_one_by_one(
     each row; `feed({row: token})` gives every still-drafting row's next logits in one batched pass.
 
     Per row the steps are draft_one_by_one's (draft i + 1 made while worth_drafting with
-    `thresholds[i:]`; the last draft never fed), so a row's draft does
-    not depend on the other rows.
+    `thresholds[i:]`; the last draft never fed), so a row's draft does not depend on the other rows.
     """
     logits = dict(first_logits)
     tokens = {row: [] for row in logits}

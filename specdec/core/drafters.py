@@ -74,11 +74,11 @@ def stop_thresholds(floor: float, pass_costs: Sequence[float], num_tokens: int) 
     target over one token; `pass_costs[n - 1]` is what a pass over n tokens costs in the same unit
     (measured at load: core.matmul.pass_costs), so draft i + 1, the (i + 2)-th token of its pass,
     adds pass_costs[i + 1] - pass_costs[i]. The first draft's drafting step is already paid: its q
-    came from feeding the last token, which the drafter must see anyway. Without costs (a GPU, a
-    batch) passes over a few tokens count as free, as they nearly are where the weights' reading
-    dominates: the first draft is then always made and the rest must beat `floor`. Where a pass over
-    two tokens costs 1.5 plain steps, the first draft is made only when it is more likely than not
-    to survive, and a round may draft nothing: a plain decoding step.
+    came from feeding the last token, which the drafter must see anyway. Without costs (a GPU, or
+    Settings.price_drafts off) passes over a few tokens count as free, as they nearly are where reading
+    the weights dominates: the first draft is then always made and the rest must beat `floor`. Where a
+    pass over two tokens costs 1.5 plain steps, the first draft is made only when it is more likely than
+    not to survive, and a round may draft nothing: a plain decoding step.
     """
     costs = costs_up_to(pass_costs, num_tokens + 1)
     return [(floor if i > 0 else 0.0) + max(0.0, costs[i + 1] - costs[i]) for i in range(num_tokens)]
