@@ -195,6 +195,23 @@ def test_bench_race_lengths_run_each_drafter_at_its_own_draft_length_too(capsys,
         assert code == 2 and ("--race" in err or "gamma" in err or "threshold" in err), err
 
 
+def test_bench_races_priced_drafts_against_passes_counted_free(capsys, tiny_pair_dirs, tmp_path, monkeypatch):
+    """Where one more token costs the target's pass 8 plain steps no draft pays: the default (priced)
+    drafts nothing, while its control with passes counted free drafts; the report says the costs."""
+    monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,9")
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
+                           tiny_pair_dirs["draft"], "--race-lengths", "4:0.1:free", "--max-new-tokens", "12",
+                           "--gamma", "4", "--target-model", tiny_pair_dirs["target"])
+    assert code == 0
+    report = json.loads(out)
+    assert report["target_pass_costs"] == [1.0, 9.0]
+    methods = report["sets"]["mini"]["methods"]
+    assert methods["draft model, adaptive"]["drafted_per_round"] == 0
+    assert methods["draft model, adaptive, γ 4, threshold 0.1, passes free"]["drafted_per_round"] > 0
+
+
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
