@@ -29,7 +29,7 @@ from specdec.config import SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
-from specdec.core.records import STOP_BUDGET, STOP_CAP, CacheLengths, RoundTrace
+from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_REST, CacheLengths, RoundTrace
 from specdec.core.rounds import cut_after_stop, draft_thresholds, judge, next_draft_cap, round_trace
 from specdec.core.sampling import sample, warp_probs
 
@@ -140,13 +140,15 @@ def batch_speculative_rounds(
             drafter_lengths = (None, None, None) if draft_kept is None else \
                 (draft_before[i], draft_drafted[i], draft_kept[i])
             caches = CacheLengths(target_before[i], target_verified[i], target_kept[i], *drafter_lengths)
-            stop = STOP_BUDGET if draft.stop == STOP_CAP and ks[i] < caps[row] else draft.stop
+            stop = (STOP_REST if caps[row] == 0 else
+                    STOP_BUDGET if draft.stop == STOP_CAP and ks[i] < caps[row] else draft.stop)
             shown_probs = target_probs[i] if detail else None
             traces.append(round_trace(index, contexts[i], draft, shown_probs, verdict, emitted[i],
                                       drafted - start, verified - drafted, caches, caps[row], stop,
                                       expected[i]))  # fmt: skip
             if settings.adaptive:
-                caps[row] = next_draft_cap(caps[row], draft, verdict.num_accepted, gamma)
+                caps[row] = next_draft_cap(caps[row], draft, verdict.num_accepted, gamma,
+                                           settings.rest_after_refusal)
         yield BatchRound(index, list(rows), traces, drafted - start, verified - drafted,
                          sum(len(tokens_fed) for tokens_fed in fed), [r for r in rows if r in finished])
         rows = _leave(rows, finished, target, drafter)

@@ -20,6 +20,8 @@ from specdec.core.drafters import Draft, Drafter, stop_thresholds
 from specdec.core.records import (
     STOP_BUDGET,
     STOP_CAP,
+    STOP_CONFIDENCE,
+    STOP_REST,
     CacheLengths,
     RoundTrace,
     ShownDistribution,
@@ -139,9 +141,18 @@ def cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[in
     return tokens, False
 
 
-def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int:
+def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int, rest: bool = False) -> int:
     """Across rounds the cap follows acceptance, as in transformers' assisted generation: two more
-    after a round whose every draft survived up to the cap, one fewer after a rejection (1 to γ)."""
+    after a round whose every draft survived up to the cap, one fewer after a rejection (1 to γ).
+
+    With `rest` (Settings.rest_after_refusal), a round whose drafter drafted nothing because not even
+    its first draft paid for itself (drafts priced by dear passes) is followed by a round with cap 0,
+    that does not ask the drafter: refusals come in runs (on the held-out prose with a pass over two
+    tokens at 1.6 plain steps, four refusals in five were followed by another), and asking costs a
+    drafting step each time. The round after the rest asks again, with a cap of two.
+    """
+    if rest and draft.stop == STOP_CONFIDENCE and not len(draft.tokens):
+        return 0
     if len(draft.tokens) == cap and num_accepted == cap:
         return min(gamma, cap + 2)
     if num_accepted < len(draft.tokens):
@@ -183,7 +194,8 @@ def speculative_rounds(
 
     With `settings.adaptive`, a round drafts while the next draft's chance of surviving pays for it
     (core.drafters.stop_thresholds, with what the target's passes cost on this machine) up to the cap,
-    which moves with acceptance (next_draft_cap); it may draft nothing, a plain step. `detail` = False
+    which moves with acceptance (next_draft_cap); it may draft nothing, a plain step, and then the next
+    round rests the drafter (settings.rest_after_refusal). `detail` = False
     skips the top-token tables a teacher shows (RoundTrace.positions), for runs nobody watches round by
     round.
     """
@@ -233,7 +245,7 @@ def speculative_rounds(
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
-        stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
+        stop = STOP_REST if cap == 0 else STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
         with stopwatch.stage(TRACE):
             trace = round_trace(
@@ -245,7 +257,7 @@ def speculative_rounds(
         if stopped:
             return
         if settings.adaptive:
-            cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma)
+            cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma, settings.rest_after_refusal)
 
 
 def target_only_steps(
