@@ -272,12 +272,7 @@ def test_the_cap_follows_acceptance(vocab):
     assert next_draft_cap(4, draft(4), num_accepted=2, gamma=8) == 3  # a rejection: one fewer
     assert next_draft_cap(1, draft(1), num_accepted=0, gamma=8) == 1  # never below 1
     assert next_draft_cap(4, draft(2, STOP_CONFIDENCE), num_accepted=2, gamma=8) == 4  # stopped early
-    # Refused outright (not even the first draft paid): the next round rests the drafter, cap 0, and
-    # the one after that asks again with two; without rests a refusal keeps the cap.
-    assert next_draft_cap(4, draft(0, STOP_CONFIDENCE), num_accepted=0, gamma=8, rest=True) == 0
-    assert next_draft_cap(0, draft(0), num_accepted=0, gamma=8, rest=True) == 2
-    assert next_draft_cap(4, draft(0, STOP_CONFIDENCE), num_accepted=0, gamma=8) == 4
-    assert next_draft_cap(4, draft(1, STOP_CONFIDENCE), num_accepted=1, gamma=8, rest=True) == 4
+    assert next_draft_cap(4, draft(0, STOP_CONFIDENCE), num_accepted=0, gamma=8) == 4  # refused: kept
 
 
 def test_stop_reasons_of_fixed_rounds(tiny_target, tiny_draft, vocab):
@@ -364,6 +359,24 @@ def test_a_pass_too_dear_for_any_draft_makes_every_round_a_plain_step(tiny_targe
     assert sum(t.num_drafted > 0 for t in free) > len(free) / 2
 
 
+def test_a_resting_round_still_asks_the_lookup(tiny_target, tiny_draft, vocab):
+    """A lookup costs nothing to ask, so it copies in rounds that rest the draft model; the model's cache
+    falls behind there and catches up when it is next asked. Greedy: still plain decoding's tokens."""
+    greedy = SamplingConfig(temperature=0)
+    prompt = PROMPT * 2  # repeats itself: the lookup finds matches
+    drafter = LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=1), ModelDrafter(tiny_draft, vocab))
+    traces, target = run(tiny_target, drafter, vocab, greedy, max_new_tokens=40, gamma=4, prompt=prompt,
+                         adaptive=True, threshold=0.1, pass_costs=(1.0, 1.9, 1.95))
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, greedy,
+                                                torch.Generator(), 40)]
+    assert emitted(traces) == plain
+    after_refusals = [b for a, b in itertools.pairwise(traces)
+                      if a.draft_stop == STOP_CONFIDENCE and a.num_drafted == 0]
+    assert {(t.draft_stop, t.drafted_by) for t in after_refusals} >= {(STOP_REST, DRAFTED_BY_MODEL)}
+    assert any(t.drafted_by == DRAFTED_BY_LOOKUP and t.num_drafted for t in after_refusals)
+    assert drafter.cache_length <= target.cache_length + 1
+
+
 @pytest.mark.parametrize("pass_costs", [(1.0, 1.5, 1.55, 1.6, 1.65, 1.7, 1.75), (1.0, 1.05, 1.1, 1.5, 1.55)],
                          ids=["dear from 2 tokens", "dear from 4 tokens"])
 def test_priced_drafts_stop_only_where_they_do_not_pay_and_stay_exact(tiny_target, tiny_draft, vocab,
@@ -383,3 +396,4 @@ def test_priced_drafts_stop_only_where_they_do_not_pay_and_stay_exact(tiny_targe
     for before, after in itertools.pairwise(traces):  # a round rests exactly after an outright refusal
         refused = before.draft_stop == STOP_CONFIDENCE and before.num_drafted == 0
         assert (after.draft_stop == STOP_REST) == refused
+        assert after.draft_cap == before.draft_cap or not refused  # a refusal and a rest keep the cap

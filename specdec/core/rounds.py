@@ -141,23 +141,22 @@ def cut_after_stop(tokens: list[int], stop_token_ids: set[int]) -> tuple[list[in
     return tokens, False
 
 
-def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int, rest: bool = False) -> int:
+def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int:
     """Across rounds the cap follows acceptance, as in transformers' assisted generation: two more
-    after a round whose every draft survived up to the cap, one fewer after a rejection (1 to γ).
-
-    With `rest` (Settings.rest_after_refusal), a round whose drafter drafted nothing because not even
-    its first draft paid for itself (drafts priced by dear passes) is followed by a round with cap 0,
-    that does not ask the drafter: refusals come in runs (on the held-out prose with a pass over two
-    tokens at 1.6 plain steps, four refusals in five were followed by another), and asking costs a
-    drafting step each time. The round after the rest asks again, with a cap of two.
-    """
-    if rest and draft.stop == STOP_CONFIDENCE and not len(draft.tokens):
-        return 0
+    after a round whose every draft survived up to the cap, one fewer after a rejection (1 to γ)."""
     if len(draft.tokens) == cap and num_accepted == cap:
         return min(gamma, cap + 2)
     if num_accepted < len(draft.tokens):
         return max(1, cap - 1)
     return cap
+
+
+def refused_outright(draft: Draft) -> bool:
+    """Whether the drafter was asked and drafted nothing: not even its first draft paid for itself
+    (drafts priced by dear passes). With Settings.rest_after_refusal the next round rests it: refusals
+    come in runs (`scripts/refusal_runs.py`: on the held-out prose, with a pass over two tokens at 1.6
+    plain steps, four refusals in five were followed by another), and asking costs a drafting step."""
+    return draft.stop == STOP_CONFIDENCE and not len(draft.tokens)
 
 
 def draft_thresholds(settings: Settings, pass_costs: Sequence[float]) -> list[float]:
@@ -195,7 +194,7 @@ def speculative_rounds(
     With `settings.adaptive`, a round drafts while the next draft's chance of surviving pays for it
     (core.drafters.stop_thresholds, with what the target's passes cost on this machine) up to the cap,
     which moves with acceptance (next_draft_cap); it may draft nothing, a plain step, and then the next
-    round rests the drafter (settings.rest_after_refusal). `detail` = False
+    round rests the drafter (refused_outright). `detail` = False
     skips the top-token tables a teacher shows (RoundTrace.positions), for runs nobody watches round by
     round.
     """
@@ -207,7 +206,7 @@ def speculative_rounds(
     with stopwatch.stage(PREFILL):
         for _ in prefill(target, tokens):
             pass
-    num_new, index, cap = 0, 0, gamma
+    num_new, index, cap, resting = 0, 0, gamma, False
     while num_new < max_new_tokens:
         # Leave room for the one token the target always adds, so we never overshoot the budget.
         k = min(cap, max_new_tokens - num_new - 1)
@@ -216,7 +215,7 @@ def speculative_rounds(
         start = time.perf_counter()
         target_before, draft_before = target.cache_length, drafter.cache_length
         with stopwatch.stage(DRAFT):
-            draft = drafter.propose(tokens, k, sampling, generator, thresholds)
+            draft = drafter.propose(tokens, k, sampling, generator, thresholds, rest=resting)
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
@@ -245,7 +244,8 @@ def speculative_rounds(
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
-        stop = STOP_REST if cap == 0 else STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
+        stop = (STOP_REST if resting and not len(draft.tokens) else
+                STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop)
 
         with stopwatch.stage(TRACE):
             trace = round_trace(
@@ -257,7 +257,8 @@ def speculative_rounds(
         if stopped:
             return
         if settings.adaptive:
-            cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma, settings.rest_after_refusal)
+            cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma)
+            resting = settings.rest_after_refusal and refused_outright(draft)
 
 
 def target_only_steps(

@@ -33,7 +33,8 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
     if trace.draft_stop == STOP_REST:
         return ("The drafter rests this round: in the last round not even its first draft was worth what "
                 "it costs, and one such round is usually followed by another, so this round does not ask "
-                "it (a plain step of the target, with no drafting step to pay). The next round asks again.")
+                "it (a plain step of the target, with no drafting step to pay; an n-gram lookup, which "
+                "costs nothing, may still copy). The next round asks again.")
     if trace.draft_stop == STOP_BUDGET:
         return f"The token budget leaves room for {k} draft(s) and the target's own token."
     if trace.draft_stop == STOP_NO_MATCH:
