@@ -60,8 +60,8 @@ SETTINGS = {
                 or default_drafter(os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET))),
     **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
        for name, config in NUMERIC_SETTINGS.items()},
-    **{name: (name, bool, lambda n=name: _config_default(Settings, n))
-       for name in ("adaptive", "price_drafts", "rest_after_refusal")},
+    "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
+    "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # The round view's student mode, so that an instructor's link opens it for every student.
@@ -233,8 +233,6 @@ def sidebar_controls() -> None:
              help=help_of(Settings, "draft_threshold"))
     mirrored(sb.toggle, "Price each draft by this machine's passes", "price_drafts",
              disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
-    mirrored(sb.toggle, "Rest the drafter after it drafts nothing", "rest_after_refusal",
-             disabled=not st.session_state["adaptive"], help=help_of(Settings, "rest_after_refusal"))
     mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
@@ -401,7 +399,7 @@ def current_settings() -> Settings:
     return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
                     seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
                     draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
-                    price_drafts=bool(s["price_drafts"]), rest_after_refusal=bool(s["rest_after_refusal"]))
+                    price_drafts=bool(s["price_drafts"]))
 
 
 def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:

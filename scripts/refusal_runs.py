@@ -5,11 +5,11 @@
 
 A refusal is a round whose drafter drafted nothing because not even its first draft was worth what
 it costs (drafts priced by the target's passes: core.drafters.stop_thresholds). Runs the bundled pair
-with the default drafter at T = 0 on each named held-out set with rests turned off
-(Settings.rest_after_refusal), so that every round asks the drafter, and prints per set: the share of
-rounds refused, the share of refusals followed by another, and what the rounds after a refusal that
-did draft kept (what resting them would have given up). Pinning the pass costs (as above: the ones
-this Intel Xeon timed with AVX2 kernels) makes the count independent of the machine's speed.
+with the default drafter at T = 0 on each named held-out set and prints per set: the share of rounds
+refused, the share of refusals followed by another, and what the rounds after a refusal that did
+draft kept (what a rule that skips the drafter after a refusal would give up: README, "Resting the
+drafter after a refusal"). Pinning the pass costs (as above: the ones a 2-core Intel Xeon timed with
+AVX2 kernels) makes the count independent of the machine's speed.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     pair = ModelPair.load()
     print("target pass costs (one-token passes, 1 to 9 tokens):", pair.target.pass_costs)
-    settings = Settings(sampling=SamplingConfig(temperature=0.0), max_new_tokens=args.max_new_tokens,
-                        rest_after_refusal=False)
+    settings = Settings(sampling=SamplingConfig(temperature=0.0), max_new_tokens=args.max_new_tokens)
     for name in args.sets:
         runs = []
         for prompt in json.loads(HELD_OUT_PROMPT_SETS[name].read_text())["prompts"]:

@@ -90,9 +90,6 @@ class Settings:
     price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
-    rest_after_refusal: bool = setting(True, "adaptive: after a round whose drafter drafted nothing (not "
-                                       "even its first draft paid for itself), the next round does not ask "
-                                       "it: a plain step that costs no drafting")
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_NAMES:

@@ -13,7 +13,7 @@ from specdec.core.batch_drafters import BatchDrafter
 from specdec.core.batch_rounds import batch_speculative_rounds, batch_target_only_steps
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import LookupThenModelDrafter, ModelDrafter, NgramDrafter
-from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL, STOP_CONFIDENCE, STOP_REST
+from specdec.core.records import DRAFTED_BY_LOOKUP, DRAFTED_BY_MODEL
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
 
@@ -102,30 +102,6 @@ def test_every_row_is_its_own_single_run(tiny_target, tiny_draft, vocab, samplin
     assert any(len({t.num_accepted for t in r.traces}) > 1 for r in rounds)
     assert {t.drafted_by for row in batched for t in row if t.num_drafted} == {DRAFTED_BY_LOOKUP,
                                                                                  DRAFTED_BY_MODEL}
-
-
-def test_priced_rows_refuse_and_rest_as_their_single_runs(tiny_target, tiny_draft, vocab):
-    """With passes dear from two tokens some rounds draft nothing and the next rests the drafter (cap 0):
-    each row does so in the rounds its single run does, record for record, whatever the other rows do."""
-    settings = Settings(4, SAMPLED, 30, adaptive=True, draft_threshold=0.1)
-    costs, seeds = (1.0, 1.6, 1.65, 1.7, 1.75), [0, 1, 2, 3]
-    make, batch_drafter = drafters("lookup then model", tiny_draft, vocab, len(PROMPTS))
-    single = [list(speculative_rounds(CachedModel(tiny_target, vocab, pass_costs=costs), make(), prompt,
-                                      settings, torch.Generator().manual_seed(seed), detail=False))
-              for prompt, seed in zip(PROMPTS, seeds, strict=True)]  # fmt: skip
-    generators = [torch.Generator().manual_seed(s) for s in seeds]
-    target = BatchCachedModel(tiny_target, vocab, len(PROMPTS), pass_costs=costs)
-    batched = [[] for _ in PROMPTS]
-    for batch_round in batch_speculative_rounds(target, batch_drafter, PROMPTS, settings, generators):
-        for row, trace in zip(batch_round.rows, batch_round.traces, strict=True):
-            batched[row].append(trace)
-    def rounds(runs):  # what each round drafted, why it stopped, its cap, what it kept and emitted
-        return [[(t.drafted_tokens, t.draft_stop, t.draft_cap, t.num_accepted, t.emitted_tokens) for t in row]
-                for row in runs]  # (q's products differ in the last float bits: the batch pads its rows)
-
-    assert rounds(batched) == rounds(single)
-    stops = [t.draft_stop for row in batched for t in row]
-    assert STOP_REST in stops and STOP_CONFIDENCE in stops  # not vacuous: rows refused and rested
 
 
 @pytest.mark.parametrize("kind", ["ngram", "model", "lookup then model"])

@@ -59,14 +59,3 @@ def test_the_round_view_says_which_price_stopped_the_draft(tiny_target, tokenize
     for trace in stopped:
         why = why_drafting_stopped(trace, settings)
         assert f"**{trace.stop_threshold:.2f}**" in why and all(w in why for w in words), why
-
-
-def test_the_round_view_says_when_the_drafter_rests(tiny_target, tokenizer):
-    vocab = len(tokenizer)
-    settings = Settings(4, SamplingConfig(temperature=0), 12, adaptive=True, draft_threshold=0.1)
-    target = CachedModel(tiny_target, vocab, pass_costs=(1.0, 10.0))  # no draft pays: refuse, rest, ...
-    drafter = ModelDrafter(perturbed_copy(tiny_target, scale=0.6, seed=7), vocab)
-    traces = list(speculative_rounds(target, drafter, [5, 17, 42, 8], settings, torch.Generator()))
-    why = [why_drafting_stopped(t, settings) for t in traces[:2]]
-    assert "nothing was drafted" in why[0] and "rests" not in why[0]
-    assert "The drafter rests this round" in why[1] and "does not ask it" in why[1]

@@ -17,7 +17,6 @@ from specdec.core.records import (
     STOP_CAP,
     STOP_CONFIDENCE,
     STOP_NO_MATCH,
-    STOP_REST,
 )
 from specdec.core.rounds import next_draft_cap, speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
@@ -36,11 +35,10 @@ def tiny_draft(tiny_target):
 
 
 def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma=4, prompt=PROMPT,
-        adaptive=False, threshold=0.0, pass_costs=(), rest=True):
+        adaptive=False, threshold=0.0, pass_costs=()):
     target = CachedModel(target_model, vocab, pass_costs=pass_costs)
     generator = torch.Generator().manual_seed(seed)
-    settings = Settings(gamma, sampling, max_new_tokens, adaptive=adaptive, draft_threshold=threshold,
-                        rest_after_refusal=rest)
+    settings = Settings(gamma, sampling, max_new_tokens, adaptive=adaptive, draft_threshold=threshold)
     traces = list(speculative_rounds(target, drafter, prompt, settings, generator))
     return traces, target
 
@@ -174,8 +172,7 @@ def test_short_continuations_match_the_target_distribution(tiny_target, tiny_dra
     if threshold:  # the threshold really cut rounds short (priced: even before the first draft)
         assert (0 if pass_costs else 1, STOP_CONFIDENCE) in lengths, lengths
     if pass_costs:  # and priced rounds that drafted nothing sat beside rounds that drafted all they could
-        assert (2, STOP_CAP) in lengths, lengths  # and beside rounds that rested the drafter
-        assert (0, STOP_REST) in lengths, lengths
+        assert (2, STOP_CAP) in lengths, lengths
     keys = list(exact)
     observed = [counts[k] for k in keys]
     total = sum(exact.values())  # float32 products: renormalise so chisquare's sums agree
@@ -272,7 +269,6 @@ def test_the_cap_follows_acceptance(vocab):
     assert next_draft_cap(4, draft(4), num_accepted=2, gamma=8) == 3  # a rejection: one fewer
     assert next_draft_cap(1, draft(1), num_accepted=0, gamma=8) == 1  # never below 1
     assert next_draft_cap(4, draft(2, STOP_CONFIDENCE), num_accepted=2, gamma=8) == 4  # stopped early
-    assert next_draft_cap(4, draft(0, STOP_CONFIDENCE), num_accepted=0, gamma=8) == 4  # refused: kept
 
 
 def test_stop_reasons_of_fixed_rounds(tiny_target, tiny_draft, vocab):
@@ -342,39 +338,12 @@ def test_a_pass_too_dear_for_any_draft_makes_every_round_a_plain_step(tiny_targe
                                                 torch.Generator(), 20)]
     assert emitted(traces) == plain
     assert all(t.num_drafted == 0 and len(t.emitted_tokens) == 1 for t in traces)
-    # Every other round asks the drafter, which refuses; the round after each refusal rests it: the
-    # drafter is not asked, and its cache does not move.
-    asked, rested = traces[0:-1:2], traces[1:-1:2]
-    assert all(t.draft_stop == STOP_CONFIDENCE and t.stop_threshold == pytest.approx(9.0) for t in asked)
-    assert all(t.caches.draft_drafted > t.caches.draft_before for t in asked)
-    assert all(t.draft_stop == STOP_REST and t.caches.draft_drafted == t.caches.draft_before for t in rested)
-    # Without rests the drafter is asked, and refuses, in every round but the last (no budget left).
-    awake, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=20, gamma=4,
-                   adaptive=True, threshold=0.1, pass_costs=(1.0, 10.0), rest=False)
-    assert emitted(awake) == plain
-    assert all(t.draft_stop == STOP_CONFIDENCE for t in awake[:-1])
+    assert all(t.draft_stop == STOP_CONFIDENCE for t in traces[:-1])  # the last: no budget left to draft
+    assert all(t.stop_threshold == pytest.approx(9.0) for t in traces[:-1])
     # Negative control: the same run with passes priced as free drafts in most rounds.
     free, _ = run(tiny_target, ModelDrafter(tiny_draft, vocab), vocab, greedy, max_new_tokens=20, gamma=4,
                   adaptive=True, threshold=0.1)
     assert sum(t.num_drafted > 0 for t in free) > len(free) / 2
-
-
-def test_a_resting_round_still_asks_the_lookup(tiny_target, tiny_draft, vocab):
-    """A lookup costs nothing to ask, so it copies in rounds that rest the draft model; the model's cache
-    falls behind there and catches up when it is next asked. Greedy: still plain decoding's tokens."""
-    greedy = SamplingConfig(temperature=0)
-    prompt = PROMPT * 2  # repeats itself: the lookup finds matches
-    drafter = LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=1), ModelDrafter(tiny_draft, vocab))
-    traces, target = run(tiny_target, drafter, vocab, greedy, max_new_tokens=40, gamma=4, prompt=prompt,
-                         adaptive=True, threshold=0.1, pass_costs=(1.0, 1.9, 1.95))
-    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, greedy,
-                                                torch.Generator(), 40)]
-    assert emitted(traces) == plain
-    after_refusals = [b for a, b in itertools.pairwise(traces)
-                      if a.draft_stop == STOP_CONFIDENCE and a.num_drafted == 0]
-    assert {(t.draft_stop, t.drafted_by) for t in after_refusals} >= {(STOP_REST, DRAFTED_BY_MODEL)}
-    assert any(t.drafted_by == DRAFTED_BY_LOOKUP and t.num_drafted for t in after_refusals)
-    assert drafter.cache_length <= target.cache_length + 1
 
 
 @pytest.mark.parametrize("pass_costs", [(1.0, 1.5, 1.55, 1.6, 1.65, 1.7, 1.75), (1.0, 1.05, 1.1, 1.5, 1.55)],
@@ -393,7 +362,3 @@ def test_priced_drafts_stop_only_where_they_do_not_pay_and_stay_exact(tiny_targe
             assert t.stop_threshold == pytest.approx(thresholds[t.num_drafted])
             assert t.stop_confidence < t.stop_threshold
     assert {t.draft_stop for t in traces} >= {STOP_CONFIDENCE}
-    for before, after in itertools.pairwise(traces):  # a round rests exactly after an outright refusal
-        refused = before.draft_stop == STOP_CONFIDENCE and before.num_drafted == 0
-        assert (after.draft_stop == STOP_REST) == refused
-        assert after.draft_cap == before.draft_cap or not refused  # a refusal and a rest keep the cap

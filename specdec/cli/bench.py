@@ -42,17 +42,14 @@ class Method:
     gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
     draft_threshold: float | None = None
     price_drafts: bool | None = None  # False: drafts priced as if short passes were free
-    rest_after_refusal: bool | None = None  # False: the round after a refusal asks the drafter anyway
 
     @property
     def length_note(self) -> str:
         """", γ 3, threshold 0.1" for a row with a draft length of its own (", passes free" where its
-        drafts are not priced by the passes, ", no rest" where no round rests the drafter after a
-        refusal); "" at the run's settings."""
+        drafts are not priced by the passes); "" at the run's settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
-        note += ", passes free" if self.price_drafts is False else ""
-        return note + (", no rest" if self.rest_after_refusal is False else "")
+        return note + (", passes free" if self.price_drafts is False else "")
 
     @property
     def name(self) -> str:
@@ -67,7 +64,7 @@ class Method:
     def settings(self, run: Settings) -> Settings:
         """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
         own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold,
-               "price_drafts": self.price_drafts, "rest_after_refusal": self.rest_after_refusal}
+               "price_drafts": self.price_drafts}
         return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
@@ -107,14 +104,13 @@ def _named(drafter: str, drafters: list[str]) -> bool:
 
 def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = ()) -> list[Method]:
     """Target-only, then each drafter at the run's one draft length, and at each of `lengths` ((γ,
-    draft threshold, priced, rests) tuples, --race-lengths): a shorter race between a few."""
+    draft threshold, priced) triples, --race-lengths): a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
-        for gamma, threshold, priced, rests in [(None, None, None, None), *lengths]:
-            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced,
-                          rest_after_refusal=rests)
+        for gamma, threshold, priced in [(None, None, None), *lengths]:
+            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced)
             methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
     labels = [m.label for m in methods]
     if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
@@ -130,27 +126,24 @@ def parse_race(text: str) -> list[str]:
     return drafters
 
 
-# γ, draft threshold, drafts priced by the passes, rests after a refusal (None: the run's settings)
-RaceLength = tuple[int, float | None, bool | None, bool | None]
+RaceLength = tuple[int, float | None, bool | None]  # γ, draft threshold, drafts priced by the passes
 
 
 def parse_race_lengths(text: str) -> list[RaceLength]:
-    """"3:0.1,5,6:0.1:free,6:0.1:no-rest" -> [(3, 0.1, None, None), (5, None, None, None), (6, 0.1,
-    False, None), (6, 0.1, None, False)]: draft lengths as γ (the cap), optionally the draft
-    threshold, then "free" where drafts are priced as if short passes cost nothing
-    (Settings.price_drafts off) or "no-rest" where the round after a refusal asks the drafter anyway
-    (Settings.rest_after_refusal off); SpecDecError on anything else or a value Settings would refuse."""
+    """"3:0.1,5,6:0.1:free" -> [(3, 0.1, None), (5, None, None), (6, 0.1, False)]: draft lengths as γ
+    (the cap), optionally the draft threshold, and "free" where drafts are priced as if short passes
+    cost nothing (Settings.price_drafts off); SpecDecError on anything else or a value Settings would
+    refuse."""
     lengths = []
     for word in text.split(","):
-        gamma, threshold, mode, *extra = [*word.strip().split(":"), "", ""]
+        gamma, threshold, free, *rest = [*word.strip().split(":"), "", ""]
         try:
-            if any(extra) or mode not in ("", "free", "no-rest"):
+            if any(rest) or free not in ("", "free"):
                 raise ValueError(word)
-            length = (int(gamma), float(threshold) if threshold else None,
-                      False if mode == "free" else None, False if mode == "no-rest" else None)
+            length = (int(gamma), float(threshold) if threshold else None, False if free else None)
         except ValueError:
-            message = (f"--race-lengths takes γ, γ:threshold, γ:threshold:free or γ:threshold:no-rest "
-                       f"separated by commas, got {text!r}")
+            message = (f"--race-lengths takes γ, γ:threshold or γ:threshold:free separated by commas, "
+                       f"got {text!r}")
             raise SpecDecError(message) from None
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)

@@ -87,10 +87,8 @@ class BatchDrafter:
         self.name = name
 
     def propose(self, rows_token_ids: list[list[int]], num_tokens: list[int], sampling: SamplingConfig,
-                generators: list[torch.Generator], thresholds: Sequence[float] = (),
-                rests: Sequence[bool] = ()) -> list[Draft]:
-        """One draft per row (`num_tokens[row]` at most), the model's rows drafted together; rows
-        where `rests[row]` ask only the lookup (the drafter's `rest`: core.drafters.Drafter)."""
+                generators: list[torch.Generator], thresholds: Sequence[float] = ()) -> list[Draft]:
+        """One draft per row (`num_tokens[row]` at most), the model's rows drafted together."""
         drafts: dict[int, Draft] = {}
         if self.lookup is not None:
             for row, (token_ids, count) in enumerate(zip(rows_token_ids, num_tokens, strict=True)):
@@ -99,12 +97,10 @@ class BatchDrafter:
                     drafts[row] = copied
         if self.cached is None:
             return [drafts[row] for row in range(len(rows_token_ids))]
-        resting = {row for row, rest in enumerate(rests) if rest}
-        asking = [row for row in range(len(rows_token_ids))
-                  if row not in drafts and num_tokens[row] > 0 and row not in resting]
+        asking = [row for row in range(len(rows_token_ids)) if row not in drafts and num_tokens[row] > 0]
         for row in range(len(rows_token_ids)):
-            if row not in drafts and row not in asking:
-                drafts[row] = empty_draft(self.vocab_size)  # as ModelDrafter: no room or resting, no pass
+            if row not in drafts and num_tokens[row] == 0:
+                drafts[row] = empty_draft(self.vocab_size)  # as ModelDrafter: no room, no pass
         if asking:
             # Feed what each asking row has not seen yet: usually its last token; after a round where
             # every draft was accepted also its last draft; after copied rounds, everything since.

@@ -29,15 +29,8 @@ from specdec.config import SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
-from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_REST, CacheLengths, RoundTrace
-from specdec.core.rounds import (
-    cut_after_stop,
-    draft_thresholds,
-    judge,
-    next_draft_cap,
-    refused_outright,
-    round_trace,
-)
+from specdec.core.records import STOP_BUDGET, STOP_CAP, CacheLengths, RoundTrace
+from specdec.core.rounds import cut_after_stop, draft_thresholds, judge, next_draft_cap, round_trace
 from specdec.core.sampling import sample, warp_probs
 
 
@@ -99,7 +92,7 @@ def batch_speculative_rounds(
     # Invariant at the start of every round: the target has seen all of a row's tokens but the last.
     _prefill(target, tokens)
     rows = list(range(len(prompts)))
-    num_new, caps, resting = [0] * len(prompts), [gamma] * len(prompts), [False] * len(prompts)
+    num_new, caps = [0] * len(prompts), [gamma] * len(prompts)
     index = 0
     while rows:
         # Leave room for the one token the target always adds, so no row overshoots its budget.
@@ -109,8 +102,7 @@ def batch_speculative_rounds(
         start = time.perf_counter()
         target_before, draft_before = target.lengths, drafter.cache_lengths
         drafts = drafter.propose([tokens[row] for row in rows], ks, sampling,
-                                 [generators[row] for row in rows], thresholds,
-                                 [resting[row] for row in rows])
+                                 [generators[row] for row in rows], thresholds)
         draft_drafted = drafter.cache_lengths
         drafted = time.perf_counter()
 
@@ -148,15 +140,13 @@ def batch_speculative_rounds(
             drafter_lengths = (None, None, None) if draft_kept is None else \
                 (draft_before[i], draft_drafted[i], draft_kept[i])
             caches = CacheLengths(target_before[i], target_verified[i], target_kept[i], *drafter_lengths)
-            stop = (STOP_REST if resting[row] and not len(draft.tokens) else
-                    STOP_BUDGET if draft.stop == STOP_CAP and ks[i] < caps[row] else draft.stop)
+            stop = STOP_BUDGET if draft.stop == STOP_CAP and ks[i] < caps[row] else draft.stop
             shown_probs = target_probs[i] if detail else None
             traces.append(round_trace(index, contexts[i], draft, shown_probs, verdict, emitted[i],
                                       drafted - start, verified - drafted, caches, caps[row], stop,
                                       expected[i]))  # fmt: skip
             if settings.adaptive:
                 caps[row] = next_draft_cap(caps[row], draft, verdict.num_accepted, gamma)
-                resting[row] = settings.rest_after_refusal and refused_outright(draft)
         yield BatchRound(index, list(rows), traces, drafted - start, verified - drafted,
                          sum(len(tokens_fed) for tokens_fed in fed), [r for r in rows if r in finished])
         rows = _leave(rows, finished, target, drafter)

@@ -1,7 +1,7 @@
 """Drafters: the cheap guessers. Each proposes k tokens with the distribution q it drew them from.
 
 Every drafter has the same two methods, so adding a way of drafting is adding a class:
-    propose(token_ids, num_tokens, sampling, generator, thresholds=(), rest=False) -> Draft
+    propose(token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft
     rollback(length)   # after verification: only the first `length` tokens of the sequence survived
 and say how many tokens their cache holds (`cache_length`, None without a cache).
 """
@@ -52,7 +52,6 @@ class Drafter(Protocol):
         sampling: SamplingConfig,
         generator: torch.Generator,
         thresholds: Sequence[float] = (),
-        rest: bool = False,  # a round that rests the drafter: only a lookup (which costs nothing) proposes
     ) -> Draft: ...
 
     def rollback(self, length: int) -> None: ...
@@ -162,8 +161,8 @@ class ModelDrafter:
         self.name = name
         self.cached = CachedModel(model, vocab_size, head)
 
-    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=(), rest=False) -> Draft:
-        if num_tokens == 0 or rest:  # no room, or resting: no pass (the cache catches up next time)
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
+        if num_tokens == 0:
             return empty_draft(self.cached.vocab_size)
         # Feed whatever the draft has not seen yet. Usually that is only the last token; after a
         # round where every draft was accepted it is also the last draft (proposed, never fed).
@@ -205,9 +204,9 @@ class FeatureDrafter:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
         return self.reduced.logits(feature, self.target.vocab_size, self.target.layout)
 
-    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=(), rest=False) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1
-        if num_tokens == 0 or verified == 0 or rest:  # no room, no feature to read yet, or resting
+        if num_tokens == 0 or verified == 0:  # no room left, or a one-token prompt: no feature to read
             return replace(empty_draft(self.target.vocab_size), source=DRAFTED_BY_HEAD)
         # Position i reads (x_{i+1}, f_i): catch up on the positions verified since the last round
         # (at least the last one, whose output the first draft comes from).
@@ -267,9 +266,8 @@ class NgramDrafter:
                     return token_ids[start + n : start + n + num_tokens]
         return []
 
-    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=(), rest=False) -> Draft:
-        """A lookup is sure of what it proposes (q = 1), so no threshold stops it; it costs nothing to
-        ask, so it never rests."""
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
+        """A lookup is sure of what it proposes (q = 1), so no threshold stops it."""
         tokens = torch.tensor(self.continuation(token_ids, num_tokens), dtype=torch.long)
         probs = torch.zeros(len(tokens), self.vocab_size)
         probs[torch.arange(len(tokens)), tokens] = 1.0
@@ -299,11 +297,11 @@ class LookupThenModelDrafter:
         self.lookup, self.model = lookup, model
         self.cached = getattr(model, "cached", None)  # a draft model's cache, prefilled with the target's
 
-    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=(), rest=False) -> Draft:
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         copied = self.lookup.propose(token_ids, num_tokens, sampling, generator)
         if len(copied.tokens):
             return copied
-        return self.model.propose(token_ids, num_tokens, sampling, generator, thresholds, rest)
+        return self.model.propose(token_ids, num_tokens, sampling, generator, thresholds)
 
     def rollback(self, length: int) -> None:
         self.model.rollback(length)

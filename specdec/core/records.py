@@ -38,7 +38,6 @@ STOP_CAP = "cap"  # it drafted as many as this round's cap allowed (γ, or the a
 STOP_BUDGET = "budget"  # the token budget had room for fewer
 STOP_CONFIDENCE = "confidence"  # adaptive: the chance that every draft survives fell below the threshold
 STOP_NO_MATCH = "no match"  # the n-gram lookup found no (longer) continuation
-STOP_REST = "rest"  # adaptive: the last round's drafter refused outright, so this round did not ask it
 
 # Who proposed a round's drafts (RoundTrace.drafted_by).
 DRAFTED_BY_MODEL = "model"  # a draft model, token by token

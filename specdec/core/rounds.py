@@ -20,8 +20,6 @@ from specdec.core.drafters import Draft, Drafter, stop_thresholds
 from specdec.core.records import (
     STOP_BUDGET,
     STOP_CAP,
-    STOP_CONFIDENCE,
-    STOP_REST,
     CacheLengths,
     RoundTrace,
     ShownDistribution,
@@ -151,14 +149,6 @@ def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int
     return cap
 
 
-def refused_outright(draft: Draft) -> bool:
-    """Whether the drafter was asked and drafted nothing: not even its first draft paid for itself
-    (drafts priced by dear passes). With Settings.rest_after_refusal the next round rests it: refusals
-    come in runs (`scripts/refusal_runs.py`: on the held-out prose, with a pass over two tokens at 1.6
-    plain steps, four refusals in five were followed by another), and asking costs a drafting step."""
-    return draft.stop == STOP_CONFIDENCE and not len(draft.tokens)
-
-
 def draft_thresholds(settings: Settings, pass_costs: Sequence[float]) -> list[float]:
     """What each draft's chance of surviving must beat (core.drafters.stop_thresholds), priced with
     the target's `pass_costs` here unless told not to; none without an adaptive draft length."""
@@ -193,8 +183,7 @@ def speculative_rounds(
 
     With `settings.adaptive`, a round drafts while the next draft's chance of surviving pays for it
     (core.drafters.stop_thresholds, with what the target's passes cost on this machine) up to the cap,
-    which moves with acceptance (next_draft_cap); it may draft nothing, a plain step, and then the next
-    round rests the drafter (refused_outright). `detail` = False
+    which moves with acceptance (next_draft_cap); it may draft nothing, a plain step. `detail` = False
     skips the top-token tables a teacher shows (RoundTrace.positions), for runs nobody watches round by
     round.
     """
@@ -206,7 +195,7 @@ def speculative_rounds(
     with stopwatch.stage(PREFILL):
         for _ in prefill(target, tokens):
             pass
-    num_new, index, cap, resting = 0, 0, gamma, False
+    num_new, index, cap = 0, 0, gamma
     while num_new < max_new_tokens:
         # Leave room for the one token the target always adds, so we never overshoot the budget.
         k = min(cap, max_new_tokens - num_new - 1)
@@ -215,7 +204,7 @@ def speculative_rounds(
         start = time.perf_counter()
         target_before, draft_before = target.cache_length, drafter.cache_length
         with stopwatch.stage(DRAFT):
-            draft = drafter.propose(tokens, k, sampling, generator, thresholds, rest=resting)
+            draft = drafter.propose(tokens, k, sampling, generator, thresholds)
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
@@ -244,8 +233,7 @@ def speculative_rounds(
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
-        stop = (STOP_REST if resting and not len(draft.tokens) else
-                STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop)
+        stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
         with stopwatch.stage(TRACE):
             trace = round_trace(
@@ -258,7 +246,6 @@ def speculative_rounds(
             return
         if settings.adaptive:
             cap = next_draft_cap(cap, draft, verdict.num_accepted, gamma)
-            resting = settings.rest_after_refusal and refused_outright(draft)
 
 
 def target_only_steps(

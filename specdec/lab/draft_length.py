@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specdec.config import Settings
 from specdec.core.drafters import costs_up_to, stop_thresholds
-from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH, STOP_REST, RoundTrace
+from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH, RoundTrace
 
 
 def running_confidence(trace: RoundTrace) -> list[float]:
@@ -30,11 +30,6 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
                 f"survives (the product of the draft's top probabilities) to "
                 f"**{trace.stop_confidence:.2f}**, below what it costs, **{threshold:.2f}** ({price}), "
                 f"and the drafts after it would not have paid that back, {then}")  # fmt: skip
-    if trace.draft_stop == STOP_REST:
-        return ("The drafter rests this round: in the last round not even its first draft was worth what "
-                "it costs, and one such round is usually followed by another, so this round does not ask "
-                "it (a plain step of the target, with no drafting step to pay; an n-gram lookup, which "
-                "costs nothing, may still copy). The next round asks again.")
     if trace.draft_stop == STOP_BUDGET:
         return f"The token budget leaves room for {k} draft(s) and the target's own token."
     if trace.draft_stop == STOP_NO_MATCH:
