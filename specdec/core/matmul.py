@@ -26,9 +26,9 @@ in this layout.
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
 rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
-61.8 ms packed. So the choice is made per pass size: a model whose 1-token pass is fastest in one
-layout and whose 5-token pass is fastest in another gets a split layout, "rows/packed@4" (fewer than
-4 token rows in rows, 4 and more packed), with the size where the second takes over timed too. Plain
+61.8 ms packed. So the choice is made per pass size: a model gets the layout whose 1-token pass is
+fastest, and a split layout such as "rows/packed@4" (fewer than 4 token rows in rows, 4 and more
+packed) where passes over 2 to 5 tokens spend less in all with another taking over at some size. Plain
 decoding and drafting then run in the first, long verification passes in the second, and target-only
 decoding, the baseline every speed-up is measured against, runs as fast as this machine allows.
 """
@@ -253,8 +253,8 @@ def candidate_layouts() -> tuple[str, ...]:
 
 def choose_layout(model: nn.Module) -> str:
     """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
-    pass fastest, split (module docstring) where another runs a 5-token pass faster; timed once per
-    process and model, each size in every candidate one after another on the same context. Other
+    pass fastest, split (module docstring) where another runs passes of 2 to 5 tokens faster; timed once per
+    process and model, the candidates taking turns on the same context (`_fastest_layout`). Other
     models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, or a split such as
     rows/packed@4)."""
     forced = os.environ.get("SPECDEC_MATMUL")
@@ -268,24 +268,33 @@ def choose_layout(model: nn.Module) -> str:
     return layout
 
 
-def _fastest_layout(model: nn.Module) -> str:
+def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
+    """Each candidate layout's pass over 1 to 5 tokens, the candidates taking turns at each size and
+    the sizes taking turns `sweeps` times over, each keeping its fastest pass: a moment when the
+    machine is slow touches every candidate alike. (Timed one layout after another, two passes each,
+    three processes in a row on the Intel Xeon with AVX2 kernels chose three different layouts.)"""
     cache = _context(model)  # one context for every timing: its keys and values do not depend on the layout
-    few = _fastest(model, candidate_layouts(), 1, cache)
-    many = _fastest(model, candidate_layouts(), 5, cache)
-    if few == many:
-        return few
-    # Where does the second take over? Passes of 2 to 4 tokens, timed in both.
-    many_from = next((n for n in (2, 3, 4) if _fastest(model, (few, many), n, cache) == many), 5)
+    layouts, sizes = candidate_layouts(), range(1, 6)
+    fastest = dict.fromkeys(itertools.product(layouts, sizes), float("inf"))
+    for _ in range(sweeps):
+        for size in sizes:
+            for layout in layouts:
+                _switch(model, layout)  # packed copies are kept while the layouts take turns
+                seconds = _pass_seconds(model, tokens=size, repeats=1, cache=cache, warm_up=False)
+                fastest[layout, size] = min(fastest[layout, size], seconds)
+
+    few = min(layouts, key=lambda layout: fastest[layout, 1])
+
+    def verification_seconds(split: tuple[str, int]) -> float:
+        many, many_from = split
+        return sum(fastest[few if size < many_from else many, size] for size in sizes[1:])
+
+    # The layout for verification passes and the size it takes over from: whichever spends least over
+    # passes of 2 to 5 tokens. (Read off one size, the 5-token pass, where two layouts ran level within
+    # the noise, the choice flipped between rows throughout and packed from 2, which ran 2 to 4 tokens
+    # a tenth faster with AVX2 kernels.)
+    many, many_from = min(itertools.product(layouts, range(2, 6)), key=verification_seconds)
     return split_layout(few, many, many_from)
-
-
-def _fastest(model: nn.Module, layouts: tuple[str, ...], size: int, cache: DynamicCache) -> str:
-    """The layout with the shortest pass over `size` tokens, the layouts timed one after the other."""
-    seconds = {}
-    for layout in layouts:
-        _switch(model, layout)  # packed copies are kept while the layouts take turns
-        seconds[layout] = _pass_seconds(model, tokens=size, repeats=2, cache=cache)
-    return min(layouts, key=seconds.get)
 
 
 def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[float, ...]:
