@@ -26,11 +26,12 @@ in this layout.
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
 rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
-61.8 ms packed. So the choice is made per pass size: a model gets the layout whose 1-token pass is
-fastest, and a split layout such as "rows/packed@4" (fewer than 4 token rows in rows, 4 and more
-packed) where passes over 2 to 5 tokens spend less in all with another taking over at some size. Plain
-decoding and drafting then run in the first, long verification passes in the second, and target-only
-decoding, the baseline every speed-up is measured against, runs as fast as this machine allows.
+61.8 ms packed. So the choice is made per pass size: one-token passes get the layout that runs them
+fastest, and verification passes the layout, and the size it takes over from, that spends least over
+passes of 2 to 5 tokens; where that is another layout the model gets a split layout such as
+"rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed). Plain decoding and drafting
+then run in the first, long verification passes in the second, and target-only decoding, the
+baseline every speed-up is measured against, runs as fast as this machine allows.
 """
 
 from __future__ import annotations
@@ -269,10 +270,11 @@ def choose_layout(model: nn.Module) -> str:
 
 
 def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
-    """Each candidate layout's pass over 1 to 5 tokens, the candidates taking turns at each size and
-    the sizes taking turns `sweeps` times over, each keeping its fastest pass: a moment when the
-    machine is slow touches every candidate alike. (Timed one layout after another, two passes each,
-    three processes in a row on the Intel Xeon with AVX2 kernels chose three different layouts.)"""
+    """The layout (or split) to keep, from every candidate's passes over 1 to 5 tokens: the candidates
+    take turns at each size and the sizes take turns `sweeps` times over, each keeping its fastest
+    pass, so a moment when the machine is slow touches every candidate alike. (Timed one layout after
+    another, two passes each, three processes in a row on the Intel Xeon with AVX2 kernels chose three
+    different layouts.)"""
     cache = _context(model)  # one context for every timing: its keys and values do not depend on the layout
     layouts, sizes = candidate_layouts(), range(1, 6)
     fastest = dict.fromkeys(itertools.product(layouts, sizes), float("inf"))
