@@ -43,7 +43,8 @@ def main() -> None:
         for trace in generate(pair, prompt_ids, settings, detail=False).rounds:
             for i in range(trace.num_tested):
                 q = trace.draft_token_probs[i]
-                for key in ((kind, min(int(q * 10), 9)), ("all", min(int(q * 10), 9))):
+                tenth = min(int(q * 10), 9)
+                for key in ((kind, tenth), ("all", tenth)):
                     cells[key][0] += 1
                     cells[key][1] += i < trace.num_accepted
                     cells[key][2] += q

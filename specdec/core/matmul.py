@@ -269,14 +269,12 @@ def choose_layout(model: nn.Module) -> str:
     return layout
 
 
-def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
-    """The layout (or split) to keep, from every candidate's passes over 1 to 5 tokens: the candidates
-    take turns at each size and the sizes take turns `sweeps` times over, each keeping its fastest
-    pass, so a moment when the machine is slow touches every candidate alike. (Timed one layout after
-    another, two passes each, three processes in a row on the Intel Xeon with AVX2 kernels chose three
-    different layouts.)"""
-    cache = _context(model)  # one context for every timing: its keys and values do not depend on the layout
-    layouts, sizes = candidate_layouts(), range(1, 6)
+def _fastest_passes(model: nn.Module, layouts: tuple[str, ...], sizes: range, sweeps: int) -> dict:
+    """(layout, size) -> the fastest of `sweeps` passes over `size` new tokens in that layout, on one
+    cached context (its keys and values do not depend on the layout). The layouts take turns at each
+    size and the sizes take turns, `sweeps` times over (the first sweep warms up), so a moment when the
+    machine is slow touches every layout and size alike."""
+    cache = _context(model)
     fastest = dict.fromkeys(itertools.product(layouts, sizes), float("inf"))
     for _ in range(sweeps):
         for size in sizes:
@@ -284,7 +282,15 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
                 _switch(model, layout)  # packed copies are kept while the layouts take turns
                 seconds = _pass_seconds(model, tokens=size, repeats=1, cache=cache, warm_up=False)
                 fastest[layout, size] = min(fastest[layout, size], seconds)
+    return fastest
 
+
+def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
+    """The layout (or split) to keep, from every candidate's passes over 1 to 5 tokens, timed in turns
+    (`_fastest_passes`). (Timed one layout after another, two passes each, three processes in a row on
+    the Intel Xeon with AVX2 kernels chose three different layouts.)"""
+    layouts, sizes = candidate_layouts(), range(1, 6)
+    fastest = _fastest_passes(model, layouts, sizes, sweeps)
     few = min(layouts, key=lambda layout: fastest[layout, 1])
 
     def verification_seconds(split: tuple[str, int]) -> float:
@@ -304,8 +310,8 @@ def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[floa
     over one token, in the model's layout(s); timed once per process and model. What a draft adds to
     its verification pass is read off it (core.drafters.stop_thresholds).
 
-    The sizes take turns, `sweeps` times over, and each keeps its fastest pass (the first sweep warms
-    up), so a moment when the machine is slow touches every size alike. A pass over more tokens never
+    The sizes take turns, `sweeps` times over, and each keeps its fastest pass (`_fastest_passes`), so
+    a moment when the machine is slow touches every size alike. A pass over more tokens never
     counts as cheaper than one over fewer (noise must not make a draft look free). Empty off the CPU
     and for other dtypes: on a GPU a pass over a few tokens costs about one token's; nothing is timed.
     SPECDEC_PASS_COSTS fixes them (e.g. "1,1.5,1.55"; "1": every pass as cheap as one token's), so two
@@ -316,16 +322,15 @@ def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[floa
     if forced := _parse_costs(os.environ.get("SPECDEC_PASS_COSTS", "")):
         return forced
 
-    def measure() -> tuple[float, ...]:
-        cache = _context(model)
-        fastest = [float("inf")] * max_tokens
-        for _ in range(sweeps):
-            for size in range(1, max_tokens + 1):
-                seconds = _pass_seconds(model, tokens=size, repeats=1, cache=cache, warm_up=False)
-                fastest[size - 1] = min(fastest[size - 1], seconds)
-        return tuple(itertools.accumulate((s / fastest[0] for s in fastest), max))
+    layout = layout_of(model)
 
-    return _once(f"pass costs up to {max_tokens} ({layout_of(model)})", model, measure)
+    def measure() -> tuple[float, ...]:
+        sizes = range(1, max_tokens + 1)
+        fastest = _fastest_passes(model, (layout,), sizes, sweeps)
+        seconds = [fastest[layout, size] for size in sizes]
+        return tuple(itertools.accumulate((s / seconds[0] for s in seconds), max))
+
+    return _once(f"pass costs up to {max_tokens} ({layout})", model, measure)
 
 
 def _parse_costs(text: str) -> tuple[float, ...]:
