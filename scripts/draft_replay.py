@@ -26,8 +26,8 @@ Rules replayed, with each CPU kind's pass costs (those a 2-core Intel Xeon timed
   calibrated       each factor replaced by the share kept at that q, a table fit on campaign answers
   calibrated-first only the first draft's factor calibrated: the draft-or-refuse decision
   rest             after a refused round, one plain step without asking the draft
-  oracle           knows how many drafts will survive and drafts the best number of them, refusing
-                   without calling the draft: a bound no rule that reads only the draft can pass
+  oracle           knows how many drafts will survive and drafts the number that pays best in the
+                   round, refusing without calling the draft: about the most any rule could give
 Held-out sets are only replayed; the calibration table is fit on the first half of the campaign prompts
 (index 40,000 on, past every index the training used) and the other half is replayed beside them. The
 script also prints how well q ranks the drafts that survive (AUC) against a logistic fit of q, the
