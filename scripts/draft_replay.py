@@ -20,7 +20,8 @@ bf16 numbers differ slightly between one pass over the answer and the engine's t
 `--check` runs the engine with the pass costs pinned (SPECDEC_PASS_COSTS) beside the replay of the
 default rule and prints both's rounds, drafts and kept drafts per held-out set.
 
-Rules replayed, with each CPU kind's pass costs (those a 2-core Intel Xeon timed at load):
+Rules replayed (at the default γ and draft threshold; `--lengths` adds the default rule at others),
+with each CPU kind's pass costs (those a 2-core Intel Xeon timed at load):
   default          the engine's: the product of the draft's top probabilities priced against each
                    draft's cost (core.drafters.stop_thresholds, worth_drafting)
   calibrated       each factor replaced by the share kept at that q, a table fit on campaign answers
@@ -146,11 +147,13 @@ def calls(drafted: int, k: int, refusal_free: bool = True) -> int:
 
 
 def replay(answer: Answer, rule: str, costs: tuple[float, ...], draft_cost: float,
-           calibrated: list[float], max_new_tokens: int) -> tuple[int, float, list[tuple[int, int]]]:
-    """(tokens, cost in plain steps, per round (drafted, kept)) of the engine's rounds under `rule`."""
+           calibrated: list[float], max_new_tokens: int, gamma: int = GAMMA,
+           draft_threshold: float = DRAFT_THRESHOLD) -> tuple[int, float, list[tuple[int, int]]]:
+    """(tokens, cost in plain steps, per round (drafted, kept)) of the engine's rounds under `rule`, at
+    draft length `gamma` and `draft_threshold` (Settings)."""
     lookup = NgramDrafter(0)
-    thresholds = stop_thresholds(DRAFT_THRESHOLD, costs, GAMMA)
-    made, cost, cap, rounds, rested = 0, 0.0, GAMMA, [], False
+    thresholds = stop_thresholds(draft_threshold, costs, gamma)
+    made, cost, cap, rounds, rested = 0, 0.0, gamma, [], False
     while made < len(answer.answer):
         k = min(cap, max_new_tokens - made - 1)
         copied = lookup.continuation(answer.token_ids[: answer.start + made], k) if k > 0 else []
@@ -169,17 +172,19 @@ def replay(answer: Answer, rule: str, costs: tuple[float, ...], draft_cost: floa
         made += kept + 1
         rounds.append((len(drafted), kept))
         if len(drafted) == cap and kept == cap:  # rounds.next_draft_cap
-            cap = min(GAMMA, cap + 2)
+            cap = min(gamma, cap + 2)
         elif kept < len(drafted):
             cap = max(1, cap - 1)
     return len(answer.answer), cost, rounds
 
 
 def speeds(answers: list[Answer], rule: str, costs: tuple[float, ...], draft_cost: float,
-           calibrated: list[float], max_new_tokens: int) -> dict[str, float]:
+           calibrated: list[float], max_new_tokens: int, gamma: int = GAMMA,
+           draft_threshold: float = DRAFT_THRESHOLD) -> dict[str, float]:
     totals = collections.defaultdict(lambda: [0, 0.0])
     for answer in answers:
-        tokens, cost, _ = replay(answer, rule, costs, draft_cost, calibrated, max_new_tokens)
+        tokens, cost, _ = replay(answer, rule, costs, draft_cost, calibrated, max_new_tokens, gamma,
+                                 draft_threshold)
         totals[answer.kind][0] += tokens
         totals[answer.kind][1] += cost
     return {kind: tokens / cost for kind, (tokens, cost) in totals.items()}
@@ -235,6 +240,16 @@ def check(pair: ModelPair, answers: list[Answer], max_new_tokens: int) -> None:
         print(f"{kind:<12} {str(row[:3]):>30} {str(row[3:]):>30}")
 
 
+def parse_lengths(text: str) -> list[tuple[int, float]]:
+    """"8:0.1,8:0.05" -> [(8, 0.1), (8, 0.05)]: draft lengths γ with their draft thresholds."""
+    try:
+        return [(int(gamma), float(threshold)) for gamma, threshold in
+                (item.split(":") for item in text.split(",") if item)]  # fmt: skip
+    except ValueError as error:
+        message = f"expected γ:threshold pairs, e.g. 8:0.1,8:0.05; got {text!r}"
+        raise argparse.ArgumentTypeError(message) from error
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--campaign", type=int, default=60, help="campaign prompts (index 40,000 on)")
@@ -242,6 +257,8 @@ def main() -> None:
     parser.add_argument("--draft-cost", type=float, default=0.1, help="one draft-model call, in plain steps")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--check", action="store_true", help="the engine beside the replay (held-out sets)")
+    parser.add_argument("--lengths", type=parse_lengths, default=[],
+                        help="more rows: the default rule at these γ:threshold pairs (e.g. 8:0.1,8:0.05)")
     args = parser.parse_args()
     if args.check and not os.environ.get("SPECDEC_PASS_COSTS"):
         parser.error("--check needs SPECDEC_PASS_COSTS: the engine's prices must not move with the clock")
@@ -267,6 +284,10 @@ def main() -> None:
         for cpu, costs in PASS_COSTS.items():
             table = {rule: speeds(answers, rule, costs, args.draft_cost, calibrated, args.max_new_tokens)
                      for rule in RULES}  # fmt: skip
+            for gamma, threshold in args.lengths:
+                table[f"default {gamma}:{threshold}"] = speeds(answers, "default", costs, args.draft_cost,
+                                                               calibrated, args.max_new_tokens, gamma,
+                                                               threshold)  # fmt: skip
             kinds = list(table["default"])
             print(f"\n{group}, {cpu}, draft call {args.draft_cost} plain steps: speed over the target alone")
             print(f"{'rule':<17} " + " ".join(f"{kind:>10}" for kind in kinds))

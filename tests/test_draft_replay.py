@@ -2,6 +2,7 @@
 priced in plain steps. Synthetic answers check the arithmetic; the bundled pair checks the replay
 against the engine's own rounds."""
 
+import argparse
 import importlib.util
 import json
 import sys
@@ -39,6 +40,15 @@ def test_a_sure_right_draft_drafts_up_to_the_cap_every_round():
     assert tokens == 28
     assert rounds == [(6, 6)] * 4  # 4 rounds of 6 drafts kept + the target's token
     assert cost == pytest.approx(4 * (AVX2[6] + 0.1 * 6))  # a k-th draft is not fed to the draft
+
+
+def test_a_longer_draft_length_drafts_longer_rounds():
+    answer = synthetic_answer(27, right=True, q=0.99)
+    _, _, rounds = replay_script.replay(answer, "default", AVX2, 0.1, UNCALIBRATED, 64, gamma=8)
+    assert rounds == [(8, 8)] * 3
+    assert replay_script.parse_lengths("8:0.1,4:0.05") == [(8, 0.1), (4, 0.05)]
+    with pytest.raises(argparse.ArgumentTypeError):
+        replay_script.parse_lengths("8")
 
 
 def test_an_unsure_draft_is_refused_and_each_refusal_costs_one_draft_call():
