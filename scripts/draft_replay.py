@@ -42,6 +42,7 @@ import collections
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,13 +51,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
-from specdec.core.drafters import NgramDrafter, stop_thresholds, worth_drafting  # noqa: E402
+from specdec.core.drafters import NgramDrafter, costs_up_to, stop_thresholds, worth_drafting  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.models.runs import generate  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
 from specdec.training.campaign_prompts import campaign_prompt  # noqa: E402
 
-# Pass costs for 1 to 9 tokens timed at load on a 2-core Intel Xeon (README, "The default drafter").
+# Pass costs for 1 to 9 tokens timed at load on a 2-core Intel Xeon, one process per kernel set (the
+# first runs of the README's "With the layouts chosen by turns").
 PASS_COSTS = {"AVX2 kernels": (1.0, 1.455, 1.52, 1.577, 1.702, 1.758, 1.918, 1.918, 1.924),
               "AVX-512 kernels": (1.0, 1.113, 1.332, 1.629, 1.629, 1.629, 1.837, 1.837, 1.837)}
 RULES = ("default", "calibrated", "calibrated-first", "rest", "oracle")
@@ -70,7 +72,7 @@ class Answer:
     kind: str
     token_ids: list[int]  # prompt, then answer
     start: int  # where the answer starts
-    draft_top: list[float]  # per answer position: the draft's top token (its greedy draft) there
+    draft_top: list[int]  # per answer position: the draft's top token (its greedy draft) there
     draft_q: list[float]  # ... and its probability
     draft_second: list[float]  # ... the second-largest probability
     draft_entropy: list[float]  # ... the entropy of q
@@ -115,7 +117,7 @@ def calibration_table(answers: list[Answer]) -> list[float]:
 
 
 def drafts_by_rule(answer: Answer, at: int, k: int, rule: str, thresholds: list[float],
-                   calibrated: list[float], costs: tuple[float, ...], draft_cost: float) -> int:
+                   calibrated: list[float], costs: Sequence[float], draft_cost: float) -> int:
     """How many of the draft's tokens a round starting at answer position `at` drafts (at most k)."""
     q = answer.draft_q
     if rule == "oracle":  # the best count among those that survive, by tokens per cost in this round
@@ -153,6 +155,7 @@ def replay(answer: Answer, rule: str, costs: tuple[float, ...], draft_cost: floa
     draft length `gamma` and `draft_threshold` (Settings)."""
     lookup = NgramDrafter(0)
     thresholds = stop_thresholds(draft_threshold, costs, gamma)
+    costs = costs_up_to(costs, gamma + 1)  # passes over 1 to γ + 1 tokens, as the thresholds price them
     made, cost, cap, rounds, rested = 0, 0.0, gamma, [], False
     while made < len(answer.answer):
         k = min(cap, max_new_tokens - made - 1)
@@ -168,7 +171,7 @@ def replay(answer: Answer, rule: str, costs: tuple[float, ...], draft_cost: floa
         truth = answer.answer[made:]
         kept = next((i for i, (x, y) in enumerate(zip(drafted, truth, strict=False)) if x != y),
                     min(len(drafted), len(truth)))
-        cost += costs[min(len(drafted), len(costs) - 1)] + draft_cost * called
+        cost += costs[len(drafted)] + draft_cost * called
         made += kept + 1
         rounds.append((len(drafted), kept))
         if len(drafted) == cap and kept == cap:  # rounds.next_draft_cap
