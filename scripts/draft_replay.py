@@ -44,6 +44,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -51,7 +52,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
-from specdec.core.drafters import NgramDrafter, costs_up_to, stop_thresholds, worth_drafting  # noqa: E402
+from specdec.core.drafters import Draft, NgramDrafter, costs_up_to, stop_thresholds, worth_drafting  # noqa: E402
+from specdec.core.rounds import next_draft_cap  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.models.runs import generate  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
@@ -81,6 +83,7 @@ class Answer:
     def answer(self) -> list[int]:
         return self.token_ids[self.start :]
 
+    @cached_property
     def kept(self) -> list[bool]:
         """Per answer position: would the draft's token there be kept (the target's argmax)?"""
         return [top == token for top, token in zip(self.draft_top, self.answer, strict=True)]
@@ -109,7 +112,7 @@ def calibration_table(answers: list[Answer]) -> list[float]:
     lower edge, which leaves q as it is)."""
     counts = [[0, 0] for _ in range(10)]
     for answer in answers:
-        for q, kept in zip(answer.draft_q, answer.kept(), strict=True):
+        for q, kept in zip(answer.draft_q, answer.kept, strict=True):
             cell = counts[min(int(q * 10), 9)]
             cell[0] += 1
             cell[1] += kept
@@ -121,7 +124,7 @@ def drafts_by_rule(answer: Answer, at: int, k: int, rule: str, thresholds: list[
     """How many of the draft's tokens a round starting at answer position `at` drafts (at most k)."""
     q = answer.draft_q
     if rule == "oracle":  # the best count among those that survive, by tokens per cost in this round
-        kept = answer.kept()
+        kept = answer.kept
         survive = next((i for i in range(k) if at + i >= len(kept) or not kept[at + i]), k)
         return max(range(survive + 1), key=lambda m: (m + 1) / (costs[m] + draft_cost * calls(m, k)))
     raw_product, calibrated_product = 1.0, 1.0
@@ -174,10 +177,7 @@ def replay(answer: Answer, rule: str, costs: tuple[float, ...], draft_cost: floa
         cost += costs[len(drafted)] + draft_cost * called
         made += kept + 1
         rounds.append((len(drafted), kept))
-        if len(drafted) == cap and kept == cap:  # rounds.next_draft_cap
-            cap = min(gamma, cap + 2)
-        elif kept < len(drafted):
-            cap = max(1, cap - 1)
+        cap = next_draft_cap(cap, Draft(torch.tensor(drafted, dtype=torch.long), torch.empty(0)), kept, gamma)
     return len(answer.answer), cost, rounds
 
 
@@ -205,7 +205,7 @@ def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
 def features(answers: list[Answer]) -> tuple[torch.Tensor, torch.Tensor]:
     rows = [[q, second, entropy] for a in answers for q, second, entropy in
             zip(a.draft_q, a.draft_second, a.draft_entropy, strict=True)]  # fmt: skip
-    return torch.tensor(rows), torch.tensor([kept for a in answers for kept in a.kept()], dtype=torch.float)
+    return torch.tensor(rows), torch.tensor([kept for a in answers for kept in a.kept], dtype=torch.float)
 
 
 def logistic_fit(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
