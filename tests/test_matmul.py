@@ -29,28 +29,57 @@ def test_column_linear_computes_what_linear_computes(rows, bias):
 
 
 needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this torch has no oneDNN")
+needs_mkl = pytest.mark.skipif(not matmul.mkl_available(), reason="this torch has no MKL")
 bf16_math = pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bf16 math")
+REORDERED_LAYOUTS = [pytest.param(matmul.PACKED, marks=needs_onednn),
+                     pytest.param(matmul.MKL, marks=needs_mkl)]
 
 
-@needs_onednn
-@pytest.mark.parametrize("rows", [1, 2, 4, 5, 9])
+@pytest.mark.parametrize("layout", REORDERED_LAYOUTS)
+@pytest.mark.parametrize("rows", [1, 2, 4, 5, 9, 17])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.bfloat16, marks=bf16_math)])
-def test_packed_linear_computes_what_linear_computes(rows, bias, dtype):
+def test_a_reordered_linear_computes_what_linear_computes(layout, rows, bias, dtype):
+    """For any number of rows, though each reordered copy is made for a typical number (_ROWS_HINT);
+    MKL's packed product is fp32 only, so a bf16 layer in that layout multiplies its plain weight."""
     layer = nn.Linear(48, 80, bias=bias, dtype=dtype)
     x = torch.randn(2, rows, 48, dtype=dtype)
     with torch.inference_mode():
         expected = layer(x)
-        matmul.set_layout(layer, matmul.PACKED)
-        assert isinstance(layer, matmul.PackedLinear) and matmul.layout_of(layer) == matmul.PACKED
+        matmul.set_layout(layer, layout)
+        assert isinstance(layer, matmul._CLASSES[layout]) and matmul.layout_of(layer) == layout
         got = layer(x)
     assert got.shape == expected.shape and got.dtype == dtype
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
+    assert (layer in matmul._REORDERED) == (layout == matmul.PACKED or dtype == torch.float32)
+
+
+@needs_mkl
+def test_mkl_is_a_candidate_for_fp32_models_only():
+    assert matmul.MKL in matmul.candidate_layouts(torch.float32)
+    assert matmul.MKL not in matmul.candidate_layouts(torch.bfloat16)
 
 
 @needs_onednn
-@pytest.mark.parametrize("layout", ["rows/packed@2", "packed/columns@4"])
+@needs_mkl
+def test_a_layer_keeps_only_the_reordered_copies_its_layout_uses():
+    layer = nn.Linear(48, 80)
+    with torch.inference_mode():
+        for layout, kept in (("packed/mkl@3", {matmul.PACKED, matmul.MKL}), (matmul.MKL, {matmul.MKL}),
+                             ("rows/packed@2", {matmul.PACKED})):  # fmt: skip
+            matmul.set_layout(layer, layout)
+            for rows in (1, 4):
+                layer(torch.randn(rows, 48))
+            matmul.set_layout(layer, layout)  # as after timing, which switches layouts without it
+            assert set(matmul._REORDERED.get(layer, {})) <= kept
+        matmul.set_layout(layer, matmul.ROWS)
+    assert layer not in matmul._REORDERED
+
+
+@pytest.mark.parametrize("layout", [pytest.param("rows/packed@2", marks=needs_onednn),
+                                    pytest.param("packed/columns@4", marks=needs_onednn),
+                                    pytest.param("rows/mkl@2", marks=needs_mkl)])
 def test_a_split_layout_multiplies_few_rows_in_one_layout_and_more_in_the_other(layout, monkeypatch):
     few, many = layout.partition("@")[0].split("/")
     many_from = int(layout.partition("@")[2])
@@ -72,10 +101,10 @@ def test_a_split_layout_multiplies_few_rows_in_one_layout_and_more_in_the_other(
         assert type(layer) is nn.Linear and layer not in matmul._REORDERED  # its packed copy let go
 
 
-@needs_onednn
-def test_packed_linear_follows_its_weight_and_trains_through_it():
+@pytest.mark.parametrize("layout", REORDERED_LAYOUTS)
+def test_a_reordered_linear_follows_its_weight_and_trains_through_it(layout):
     layer = nn.Linear(16, 8)
-    matmul.set_layout(layer, matmul.PACKED)
+    matmul.set_layout(layer, layout)
     x = torch.randn(3, 16)
     with torch.no_grad():
         before = layer(x)
@@ -118,7 +147,9 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
 
 
 @pytest.mark.parametrize("layout", [matmul.COLUMNS, pytest.param(matmul.PACKED, marks=needs_onednn),
-                                    pytest.param("rows/packed@3", marks=needs_onednn)])
+                                    pytest.param("rows/packed@3", marks=needs_onednn),
+                                    pytest.param(matmul.MKL, marks=needs_mkl),
+                                    pytest.param("rows/mkl@2", marks=needs_mkl)])
 def test_greedy_speculation_matches_plain_decoding_in_each_layout(tiny_target, vocab, layout):
     """One run, one layout: speculative and plain decoding agree token for token (in a split layout,
     plain decoding multiplies one row in the first layout and verification passes in the second)."""
@@ -186,8 +217,7 @@ def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monke
     assert matmul.choose_layout(again) == matmul.COLUMNS  # not timed again
 
 
-@needs_onednn
-@pytest.mark.parametrize("fastest", matmul.LAYOUTS)
+@pytest.mark.parametrize("fastest", matmul.candidate_layouts())
 def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
     monkeypatch.setattr(matmul, "_CHOSEN", {})
@@ -200,7 +230,7 @@ def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
     monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
     model = copy.deepcopy(tiny_target)
     assert matmul.choose_layout(model) == fastest == matmul.layout_of(model)
-    assert sorted(timed) == sorted(matmul.LAYOUTS * 5 * 4)  # each at 1 to 5 tokens, four sweeps
+    assert sorted(timed) == sorted(matmul.candidate_layouts() * 5 * 4)  # each at 1 to 5 tokens, 4 sweeps
 
 
 @needs_onednn
@@ -209,7 +239,7 @@ def test_a_slow_moment_while_timing_does_not_decide_the_layout(tiny_target, monk
     fastest pass, so rows, truly the fastest, is kept. (Timed one after another, packed would win.)"""
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
     monkeypatch.setattr(matmul, "_CHOSEN", {})
-    true_seconds = {matmul.ROWS: 1.0, matmul.COLUMNS: 1.5, matmul.PACKED: 1.2}
+    true_seconds = {matmul.ROWS: 1.0, matmul.COLUMNS: 1.5, matmul.PACKED: 1.2, matmul.MKL: 1.3}
     passes = itertools.count()
 
     def fake_seconds(model, **_):
@@ -244,7 +274,7 @@ def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_tar
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
     monkeypatch.setattr(matmul, "_CHOSEN", {})
     seconds = {matmul.ROWS: [1.0, 1.7, 1.7, 1.7, 1.80], matmul.PACKED: [1.3, 1.5, 1.5, 1.5, 1.81],
-               matmul.COLUMNS: [3.0] * 5}  # fmt: skip
+               matmul.COLUMNS: [3.0] * 5, matmul.MKL: [3.0] * 5}  # fmt: skip
 
     def fake_seconds(model, tokens=1, **_):
         return seconds[matmul.layout_of(model)][tokens - 1]

@@ -1,9 +1,10 @@
 """Linear layers on a CPU (fp32, or a bf16 draft) in the layout this machine multiplies fastest.
 
-Three layouts compute the same numbers (only the summation order differs):
+Four layouts compute the same numbers (only the summation order differs):
 - rows: nn.Linear as it is, x @ Wᵀ;
 - columns: the weight on the left, y = (W @ xᵀ)ᵀ (below);
-- packed: oneDNN with the weight reordered once into its own blocked layout (`PackedLinear`).
+- packed: oneDNN with the weight reordered once into its own blocked layout (`PackedLinear`);
+- mkl: MKL's packed matrix product (cblas_sgemm_pack), fp32 only (`MklLinear`).
 
 Decoding feeds a linear layer one to a few token rows, so its cost is reading the weights from
 memory. Both forms are one BLAS call with the same numbers, but on the 2-core machine MKL reads the
@@ -22,6 +23,13 @@ tokens 27-32 ms and over 8 32.7 ms, against 26.5, 26-44 and 51.9 ms in columns
 one token, 24.5 for 6, 25.8 for 8). The reordered copy is made on first use and kept beside the
 weight (which the tied embedding and training still read), so a model takes twice its weights' memory
 in this layout.
+
+MKL's own packed product (2026-12-03, a 2-core Intel Xeon with AVX-512; the target's linear layers
+alone, without attention) keeps a few token rows nearer still to the pace of one: with AVX2 kernels
+1, 2, 4, 6 and 8 rows took 29.6, 30.7, 33.9, 38.6 and 42.0 ms, where rows took 30.6 ms for one and
+57-72 ms for 2 to 8, and oneDNN's packed 44-65 ms; with AVX-512 kernels 25.6, 29.4, 33.5, 36.8 and
+39.0 ms, against 28.4 ms for one row and 51-62 ms for 4 to 8 in rows. Its reordered copy is made for
+8 rows: packed for 2 or 4, MKL ran 5 to 8 rows a quarter slower with AVX2 kernels.
 
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
@@ -46,8 +54,8 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-ROWS, COLUMNS, PACKED = "rows", "columns", "packed"
-LAYOUTS = (ROWS, COLUMNS, PACKED)
+ROWS, COLUMNS, PACKED, MKL = "rows", "columns", "packed", "mkl"
+LAYOUTS = (ROWS, COLUMNS, PACKED, MKL)
 
 
 def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -75,38 +83,66 @@ class ColumnLinear(nn.Linear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
-# Each packed layer's reordered weight, with the weight it was made from (its storage and version):
-# kept out of the module so that state dicts and deep copies see a plain nn.Linear.
+# Each packed layer's reordered weights by layout (packed, mkl), with the weight each was made from
+# (its storage and version): kept out of the module so that state dicts and deep copies see a plain
+# nn.Linear.
 _REORDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# oneDNN picks the blocked format for a typical number of rows; 4 (a verification pass) ran 1 to 16
-# rows as fast as any other hint here, 1 ran more than one row slower.
-_ROWS_HINT = 4
+# Both libraries pick their blocked format for a typical number of rows. oneDNN: 4 (a verification
+# pass) ran 1 to 16 rows as fast as any other hint here, 1 ran more than one row slower. MKL: 8 ran 1 to
+# 8 rows as fast as any other; 2 or 4 ran 5 to 8 rows a quarter slower (module docstring).
+_ROWS_HINT = {PACKED: 4, MKL: 8}
 
 
 def packed_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+def mkl_available() -> bool:
+    return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+
+
+def _plain_weight_needed(layer: nn.Linear, x: torch.Tensor) -> bool:
+    """Training or autocast (autograd and autocast know the plain weight), or another dtype."""
+    return ((torch.is_grad_enabled() and layer.weight.requires_grad) or x.dtype != layer.weight.dtype
+            or torch.is_autocast_enabled(x.device.type))
+
+
 class PackedLinear(nn.Linear):
     """nn.Linear through oneDNN with a reordered copy of the weight (see the module's docstring)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if ((torch.is_grad_enabled() and self.weight.requires_grad) or x.dtype != self.weight.dtype
-                or torch.is_autocast_enabled(x.device.type)):
-            # Training, autocast: autograd and autocast know the plain weight.
+        if _plain_weight_needed(self, x):
             return nn.Linear.forward(self, x)
-        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), _reordered(self), self.bias,
-                                                 "none", [], "")  # fmt: skip
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), _reordered(self, PACKED),
+                                                 self.bias, "none", [], "")  # fmt: skip
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
-def _reordered(layer: nn.Linear) -> torch.Tensor:
-    """The layer's weight in oneDNN's blocked layout, reordered on first use and after every change."""
+class MklLinear(nn.Linear):
+    """nn.Linear through MKL's packed fp32 product with a reordered copy of the weight (as PyTorch's
+    compiler multiplies frozen fp32 models); other dtypes multiply the plain weight."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _plain_weight_needed(self, x) or x.dtype != torch.float32:
+            return nn.Linear.forward(self, x)
+        rows = x.reshape(-1, x.shape[-1])
+        # The copy serves any number of rows; the op multiplies with it when told it was made for as
+        # many rows as it gets (else it falls back to the plain weight).
+        out = torch.ops.mkl._mkl_linear(rows, _reordered(self, MKL), self.weight, self.bias, rows.shape[0])
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+_REORDER = {PACKED: lambda weight: torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT[PACKED]),
+            MKL: lambda weight: torch.ops.mkl._mkl_reorder_linear_weight(weight, _ROWS_HINT[MKL])}
+
+
+def _reordered(layer: nn.Linear, layout: str) -> torch.Tensor:
+    """The layer's weight in `layout`'s blocked form, reordered on first use and after every change."""
     made_from = (layer.weight.data_ptr(), _version(layer.weight))
-    kept = _REORDERED.get(layer)
+    copies = _REORDERED.setdefault(layer, {})
+    kept = copies.get(layout)
     if kept is None or kept[0] != made_from:  # first use, or the weight changed since
-        kept = (made_from, torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), _ROWS_HINT))
-        _REORDERED[layer] = kept
+        kept = copies[layout] = (made_from, _REORDER[layout](layer.weight.detach()))
     return kept[1]
 
 
@@ -118,7 +154,7 @@ def _version(tensor: torch.Tensor) -> int:
         return 0
 
 
-_CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear}
+_CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear, MKL: MklLinear}
 
 
 class SplitLinear(nn.Linear):
@@ -175,11 +211,15 @@ def _valid(layout: str) -> bool:
 
 
 def set_layout(model: nn.Module, layout: str) -> None:
-    """Switch every linear layer of `model` to one layout (the weights are not touched); a layout
-    without packed lets go of the layers' reordered copies."""
+    """Switch every linear layer of `model` to one layout (the weights are not touched), letting go of
+    the layers' reordered copies that the layout does not use."""
     _switch(model, layout)
-    if PACKED not in layout.partition("@")[0].split("/"):
-        for module in model.modules():
+    used = set(layout.partition("@")[0].split("/"))
+    for module in model.modules():
+        copies = _REORDERED.get(module, {})
+        for unused in set(copies) - used:
+            del copies[unused]
+        if not copies:
             _REORDERED.pop(module, None)
 
 
@@ -248,8 +288,10 @@ def faster_precision(model: nn.Module) -> nn.Module:
     return fp32 if _once("precision", model, decide) == "float32" else model
 
 
-def candidate_layouts() -> tuple[str, ...]:
-    return LAYOUTS if packed_available() else (ROWS, COLUMNS)
+def candidate_layouts(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
+    """The layouts this process can run for a model of `dtype` (MKL's packed product is fp32 only)."""
+    return (ROWS, COLUMNS, *((PACKED,) if packed_available() else ()),
+            *((MKL,) if mkl_available() and dtype == torch.float32 else ()))  # fmt: skip
 
 
 def choose_layout(model: nn.Module) -> str:
@@ -289,7 +331,7 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
     """The layout (or split) to keep, from every candidate's passes over 1 to 5 tokens, timed in turns
     (`_fastest_passes`). (Timed one layout after another, two passes each, three processes in a row on
     the Intel Xeon with AVX2 kernels chose three different layouts.)"""
-    layouts, sizes = candidate_layouts(), range(1, 6)
+    layouts, sizes = candidate_layouts(model.dtype), range(1, 6)
     fastest = _fastest_passes(model, layouts, sizes, sweeps)
     few = min(layouts, key=lambda layout: fastest[layout, 1])
 
