@@ -27,14 +27,16 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
     device = timing.device_name(pair)
     st.markdown(f"This server runs the target **{pair.target.describe()}** on **{device}**.")
     st.caption(
-        "Rows, columns or packed: a linear layer can be computed as x·Wᵀ (the token rows on the left), "
-        "as (W·xᵀ)ᵀ (the same numbers from one matrix product with the operands swapped), or by oneDNN "
-        "from a copy of W reordered once into its own blocked layout. On a CPU the fastest is picked by "
+        "Rows, columns, packed or mkl: a linear layer can be computed as x·Wᵀ (the token rows on the "
+        "left), as (W·xᵀ)ᵀ (the same numbers from one matrix product with the operands swapped), or from "
+        "a copy of W reordered once into a blocked layout, by oneDNN (packed) or by MKL's packed product "
+        "(mkl, fp32 only). On a CPU the fastest is picked by "
         "timing the model once at load, for one token and for several: where they differ, the model "
         "gets a split such as rows/packed@4, fewer than 4 token rows in rows and more packed "
         "(SPECDEC_MATMUL fixes it). On a 2-core AMD EPYC packed took 23.7 ms for one token and "
         "24.4–25.8 ms for 2 to 8, columns 27.8 ms and 42.9–50.2 ms for 6 to 8; on a 2-core Intel Xeon "
-        "rows ran one token in 34 ms and packed in 45 (scripts/round_breakdown.py, 2026-12-02)."
+        "rows ran one token in 34 ms and packed in 45 (scripts/round_breakdown.py, 2026-12-02), and "
+        "with AVX2 kernels mkl ran 2 to 8 tokens in 51–63 ms where rows took 78–96 (2026-12-03)."
     )
     repeats = st.slider("Repeats per size (the median is plotted)", 1, 20, 5, key="_im_repeats")
     key = (pair.target.name, tuple(prompt_ids), int(repeats))

@@ -21,7 +21,8 @@ bf16 numbers differ slightly between one pass over the answer and the engine's t
 default rule and prints both's rounds, drafts and kept drafts per held-out set.
 
 Rules replayed (at the default γ and draft threshold; `--lengths` adds the default rule at others),
-with each CPU kind's pass costs (those a 2-core Intel Xeon timed at load):
+with each CPU kind's pass costs (those a 2-core Intel Xeon timed at load, before and after MKL's packed
+product joined the layouts, core.matmul):
   default          the engine's: the product of the draft's top probabilities priced against each
                    draft's cost (core.drafters.stop_thresholds, worth_drafting)
   calibrated       each factor replaced by the share kept at that q, a table fit on campaign answers
@@ -59,10 +60,14 @@ from specdec.models.runs import generate  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
 from specdec.training.campaign_prompts import campaign_prompt  # noqa: E402
 
-# Pass costs for 1 to 9 tokens timed at load on a 2-core Intel Xeon, one process per kernel set (the
-# first runs of the README's "With the layouts chosen by turns").
+# Pass costs for 1 to 9 tokens timed at load on a 2-core Intel Xeon, one process per kernel set: in
+# the layouts picked before MKL's packed product was a candidate (rows/packed@2 and @4: the first runs
+# of the README's "With the layouts chosen by turns") and with it (rows/mkl@2 and mkl: "MKL's packed
+# product").
 PASS_COSTS = {"AVX2 kernels": (1.0, 1.455, 1.52, 1.577, 1.702, 1.758, 1.918, 1.918, 1.924),
-              "AVX-512 kernels": (1.0, 1.113, 1.332, 1.629, 1.629, 1.629, 1.837, 1.837, 1.837)}
+              "AVX-512 kernels": (1.0, 1.113, 1.332, 1.629, 1.629, 1.629, 1.837, 1.837, 1.837),
+              "AVX2 kernels, mkl": (1.0, 1.151, 1.246, 1.262, 1.363, 1.386, 1.511, 1.511, 1.776),
+              "AVX-512 kernels, mkl": (1.0, 1.0, 1.028, 1.033, 1.166, 1.168, 1.239, 1.239, 1.522)}
 RULES = ("default", "calibrated", "calibrated-first", "rest", "oracle")
 GAMMA, DRAFT_THRESHOLD = Settings().gamma, Settings().draft_threshold
 

@@ -12,7 +12,7 @@ weights far faster in the second: one token through SmolLM2-135M took 53 ms as `
 single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
 48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
 the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load, not
-assumed; SPECDEC_MATMUL=rows, columns, packed (or a split, below) fixes it. Only the summation order
+assumed; SPECDEC_MATMUL=rows, columns, packed, mkl (or a split, below) fixes it. Only the summation order
 changes, by ~1e-5 in the logits, and a run keeps its layouts throughout, so a seed replays exactly.
 
 Packed goes further: MKL multiplies a few columns at ~70 GFLOP/s here, a small part of what the
@@ -24,12 +24,13 @@ one token, 24.5 for 6, 25.8 for 8). The reordered copy is made on first use and 
 weight (which the tied embedding and training still read), so a model takes twice its weights' memory
 in this layout.
 
-MKL's own packed product (2026-12-03, a 2-core Intel Xeon with AVX-512; the target's linear layers
-alone, without attention) keeps a few token rows nearer still to the pace of one: with AVX2 kernels
-1, 2, 4, 6 and 8 rows took 29.6, 30.7, 33.9, 38.6 and 42.0 ms, where rows took 30.6 ms for one and
-57-72 ms for 2 to 8, and oneDNN's packed 44-65 ms; with AVX-512 kernels 25.6, 29.4, 33.5, 36.8 and
-39.0 ms, against 28.4 ms for one row and 51-62 ms for 4 to 8 in rows. Its reordered copy is made for
-8 rows: packed for 2 or 4, MKL ran 5 to 8 rows a quarter slower with AVX2 kernels.
+MKL's own packed product (cblas_sgemm_pack, as PyTorch's compiler multiplies frozen fp32 models) keeps
+passes over a few tokens nearer still to the pace of one: on a 2-core Intel Xeon with AVX2 kernels
+(2026-12-03, scripts/round_breakdown.py) passes over 2 to 8 tokens took 51-63 ms in mkl, against
+78-96 ms in rows and 67-105 ms packed, and one token 54.5 ms in rows. Its reordered copy is made for 8
+rows, which multiplied the target's linear layers over 1 to 8 rows as fast as any other choice; made
+for 2 or 4 rows, it ran 5 to 8 rows about a quarter slower with AVX2 kernels. Like packed's, the copy
+sits beside the weight: twice the weights' memory.
 
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
@@ -298,7 +299,7 @@ def choose_layout(model: nn.Module) -> str:
     """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
     pass fastest, split (module docstring) where another runs passes of 2 to 5 tokens faster; timed once per
     process and model, the candidates taking turns on the same context (`_fastest_layout`). Other
-    models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, or a split such as
+    models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, mkl, or a split such as
     rows/packed@4)."""
     forced = os.environ.get("SPECDEC_MATMUL")
     if model.device.type != "cpu" or model.dtype not in (torch.float32, torch.bfloat16):
