@@ -52,9 +52,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from specdec.cli.bench import parse_race_lengths  # noqa: E402
 from specdec.config import SamplingConfig, Settings  # noqa: E402
 from specdec.core.drafters import Draft, NgramDrafter, costs_up_to, stop_thresholds, worth_drafting  # noqa: E402
 from specdec.core.rounds import next_draft_cap  # noqa: E402
+from specdec.errors import SpecDecError  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.models.runs import generate  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
@@ -249,13 +251,16 @@ def check(pair: ModelPair, answers: list[Answer], max_new_tokens: int) -> None:
 
 
 def parse_lengths(text: str) -> list[tuple[int, float]]:
-    """"8:0.1,8:0.05" -> [(8, 0.1), (8, 0.05)]: draft lengths γ with their draft thresholds."""
+    """"8:0.1,8:0.05" -> [(8, 0.1), (8, 0.05)]: draft lengths γ with their draft thresholds, read as
+    bench's --race-lengths reads them (cli.bench.parse_race_lengths), each with its threshold given."""
+    message = f"expected γ:threshold pairs, e.g. 8:0.1,8:0.05; got {text!r}"
     try:
-        return [(int(gamma), float(threshold)) for gamma, threshold in
-                (item.split(":") for item in text.split(",") if item)]  # fmt: skip
-    except ValueError as error:
-        message = f"expected γ:threshold pairs, e.g. 8:0.1,8:0.05; got {text!r}"
-        raise argparse.ArgumentTypeError(message) from error
+        lengths = parse_race_lengths(text)
+    except SpecDecError:
+        raise argparse.ArgumentTypeError(message) from None
+    if any(threshold is None or priced is not None for _, threshold, priced in lengths):
+        raise argparse.ArgumentTypeError(message)  # the replay prices every draft by the passes
+    return [(gamma, threshold) for gamma, threshold, _ in lengths]
 
 
 def main() -> None:
