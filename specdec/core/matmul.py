@@ -28,8 +28,9 @@ MKL's own packed product (cblas_sgemm_pack, as PyTorch's compiler multiplies fro
 passes over a few tokens nearer still to the pace of one: on a 2-core Intel Xeon with AVX2 kernels
 (2026-12-03, scripts/round_breakdown.py) passes over 2 to 8 tokens took 51-63 ms in mkl, against
 78-96 ms in rows and 67-105 ms packed, and one token 54.5 ms in rows. Its reordered copy is made for 8
-rows, which multiplied the target's linear layers over 1 to 8 rows as fast as any other choice; made
-for 2 or 4 rows, it ran 5 to 8 rows about a quarter slower with AVX2 kernels. Like packed's, the copy
+rows, which multiplied the target's linear layers over 1 to 8 rows as fast as any other choice in a
+timing of those layers alone; made for 2 or 4 rows, it ran 5 to 8 rows clearly slower there with AVX2
+kernels. Like packed's, the copy
 sits beside the weight: twice the weights' memory.
 
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
@@ -90,7 +91,7 @@ class ColumnLinear(nn.Linear):
 _REORDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Both libraries pick their blocked format for a typical number of rows. oneDNN: 4 (a verification
 # pass) ran 1 to 16 rows as fast as any other hint here, 1 ran more than one row slower. MKL: 8 ran 1 to
-# 8 rows as fast as any other; 2 or 4 ran 5 to 8 rows a quarter slower (module docstring).
+# 8 rows as fast as any other; 2 or 4 ran 5 to 8 rows slower (module docstring).
 _ROWS_HINT = {PACKED: 4, MKL: 8}
 
 
