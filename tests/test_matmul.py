@@ -55,6 +55,53 @@ def test_a_reordered_linear_computes_what_linear_computes(layout, rows, bias, dt
     assert (layer in matmul._REORDERED) == (layout == matmul.PACKED or dtype == torch.float32)
 
 
+needs_int8 = pytest.mark.skipif(not matmul.int8_available(), reason="this torch has no int8 weight product")
+
+
+@needs_int8
+@pytest.mark.parametrize("rows", [1, 3, 8])
+@pytest.mark.parametrize("bias", [False, True])
+def test_an_int8_linear_computes_nearly_what_linear_computes(rows, bias):
+    layer = nn.Linear(32, 80, bias=bias)
+    x = torch.randn(2, rows, 32)
+    with torch.inference_mode():
+        expected = layer(x)
+        matmul.set_layout(layer, matmul.INT8)
+        assert isinstance(layer, matmul.Int8Linear) and matmul.layout_of(layer) == matmul.INT8
+        got = layer(x)
+    assert got.shape == expected.shape and got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=0.05, atol=0.05)  # 8-bit weights, bf16 products
+    assert not torch.equal(got, expected)  # other numbers, not another summation order: drafts only
+    assert set(copy.deepcopy(layer).state_dict()) == set(layer.state_dict())  # the fp32 weight stays
+
+
+def test_int8_weights_round_each_row_to_its_own_scale():
+    weight = torch.randn(5, 16) * torch.tensor([1e-3, 1.0, 10.0, 100.0, 0.0])[:, None]  # a zero row too
+    rounded, scales = matmul.int8_weights(weight)
+    assert rounded.dtype == torch.int8 and scales.dtype == torch.bfloat16
+    assert rounded[:4].abs().amax(dim=1).eq(127).all() and rounded[4].eq(0).all()
+    error = (rounded.float() * scales.float()[:, None] - weight).abs().amax(dim=1)
+    assert (error[:4] <= weight[:4].abs().amax(dim=1) / 127).all() and error[4] == 0  # within a step
+
+
+@needs_int8
+@pytest.mark.parametrize("int8_faster", [True, False])
+def test_a_draft_keeps_int8_weights_only_where_they_draft_faster(tiny_target, monkeypatch, int8_faster):
+    model = copy.deepcopy(tiny_target)
+
+    def fake_seconds(timed, **_):
+        return 1.0 if (matmul.layout_of(timed) == matmul.INT8) == int8_faster else 2.0
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    monkeypatch.setenv("SPECDEC_MATMUL", "columns")
+    kept = matmul.faster_precision(model, int8=True)
+    assert kept.dtype == torch.float32
+    assert matmul.layout_of(kept) == (matmul.INT8 if int8_faster else matmul.COLUMNS)
+    assert (kept is model) != int8_faster  # the int8 draft is a copy; the model was not changed
+    assert matmul.faster_precision(copy.deepcopy(tiny_target)).dtype == torch.float32  # no int8 asked
+
+
 @needs_mkl
 def test_mkl_is_a_candidate_for_fp32_models_only():
     assert matmul.MKL in matmul.candidate_layouts(torch.float32)
@@ -133,7 +180,9 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
             monkeypatch.setenv("SPECDEC_MATMUL", layout)
             assert matmul.choose_layout(tiny_target) == layout == matmul.layout_of(tiny_target)
         assert matmul.describe_layout("rows/packed@4") == "rows matmuls below 4 tokens, packed from 4"
-    for unknown in ("diagonal", "rows/diagonal@2", "rows/packed", "rows/rows@3", "rows/packed@1"):
+    # int8 changes the numbers: never a target's layout, whatever the environment says
+    for unknown in ("diagonal", "rows/diagonal@2", "rows/packed", "rows/rows@3", "rows/packed@1", "int8",
+                    "rows/int8@2"):
         monkeypatch.setenv("SPECDEC_MATMUL", unknown)  # not a layout: timed instead
         matmul.set_layout(tiny_target, matmul.ROWS)
         assert matmul.choose_layout(tiny_target) == matmul.layout_of(tiny_target) != unknown
@@ -171,6 +220,30 @@ def test_greedy_speculation_matches_plain_decoding_in_each_layout(tiny_target, v
         assert [t for trace in traces for t in trace.emitted_tokens] == plain
     finally:
         matmul.set_layout(tiny_target, matmul.ROWS)
+
+
+@needs_int8
+def test_greedy_speculation_with_an_int8_draft_matches_plain_decoding(tiny_target, vocab):
+    """An int8 draft (its reduced head following it into int8) changes q only; the target's output stays."""
+    from tiny_models import perturbed_copy
+
+    from specdec.config import Settings
+    from specdec.core.cached_model import ReducedHead
+    from specdec.core.rounds import speculative_rounds
+
+    draft = perturbed_copy(tiny_target, scale=0.6, seed=7)
+    head = ReducedHead.of(draft, list(range(0, vocab, 2)))  # every other token
+    matmul.set_layout(draft, matmul.INT8)
+    greedy = SamplingConfig(temperature=0)
+    prompt = [3, 17, 42, 5]
+    plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), prompt, greedy,
+                                                _generator(0), 30)]
+    drafter = ModelDrafter(draft, vocab, head=head)
+    traces = list(speculative_rounds(CachedModel(tiny_target, vocab), drafter, prompt,
+                                     Settings(4, greedy, 30), _generator(0)))
+    assert [t for trace in traces for t in trace.emitted_tokens] == plain
+    assert isinstance(head.layer, matmul.Int8Linear)  # the head multiplied in its draft's precision
+    assert sum(trace.num_accepted for trace in traces) > 0  # the int8 draft did draft something useful
 
 
 @pytest.fixture(scope="module")

@@ -115,19 +115,28 @@ def test_kernels_held_below_bf16_read_as_a_cpu_without_bf16_math(monkeypatch):
     assert not models.cpu_has_native_bf16()
 
 
-@pytest.mark.parametrize("bf16_faster", [True, False])
-def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, bf16_faster):
-    """With bf16 math on the CPU a draft loads in bf16 and stays so if that runs faster than fp32 in
-    its faster layout (timed at load; faked here); the target stays fp32 on a CPU."""
+def _precision(model) -> str:
+    return "int8" if matmul.layout_of(model) == matmul.INT8 else str(model.dtype).removeprefix("torch.")
+
+
+@pytest.mark.parametrize("fastest", ["bfloat16", "float32", "int8"])
+def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, fastest):
+    """With bf16 math on the CPU a draft loads in bf16 and keeps whichever of bf16, fp32 in its faster
+    layout and int8 weights drafts a token fastest (timed at load; faked here); the target stays fp32
+    on a CPU."""
+    if fastest == "int8" and not matmul.int8_available():
+        pytest.skip("this torch has no int8 weight product")
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
     monkeypatch.setattr(matmul, "_CHOSEN", {})  # nothing timed yet in this process
-    monkeypatch.setattr(matmul, "_pass_seconds", lambda model, **_: 1.0 if (
-        (model.dtype == torch.bfloat16) == bf16_faster) else 2.0)  # fmt: skip
+    monkeypatch.setattr(matmul, "_pass_seconds",
+                        lambda model, **_: 1.0 if _precision(model) == fastest else 2.0)
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
-    expected_target = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    expected_draft = torch.bfloat16 if bf16_faster or torch.cuda.is_available() else torch.float32
-    assert pair.target.model.dtype == expected_target and pair.draft.model.dtype == expected_draft
+    if torch.cuda.is_available():
+        assert pair.target.model.dtype == pair.draft.model.dtype == torch.bfloat16
+    else:
+        assert pair.target.model.dtype == torch.float32 and matmul.layout_of(pair.target.model) != matmul.INT8
+        assert _precision(pair.draft.model) == fastest
     ids = pair.encode_prompt("def add(a, b):", chat=False, max_new_tokens=12)
     result = generate(pair, ids, Settings(gamma=3, max_new_tokens=12))
     assert len(result.token_ids) == 12 and result.rounds

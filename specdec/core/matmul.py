@@ -33,6 +33,11 @@ timing of those layers alone; made for 2 or 4 rows, it ran 5 to 8 rows clearly s
 kernels. Like packed's, the copy
 sits beside the weight: twice the weights' memory.
 
+A draft may go further than a layout (`Int8Linear`, chosen by `faster_precision`, never by
+choose_layout): its weights rounded to int8, one scale per row, a quarter of fp32's bytes to read per
+token. That changes the draft's numbers, so q, and nothing else (the acceptance rule keeps the output the
+target's); a target never gets it.
+
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
 rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
@@ -58,6 +63,7 @@ from transformers import DynamicCache
 
 ROWS, COLUMNS, PACKED, MKL = "rows", "columns", "packed", "mkl"
 LAYOUTS = (ROWS, COLUMNS, PACKED, MKL)
+INT8 = "int8"  # not a layout of the same numbers: a draft's weights rounded to 8 bits (Int8Linear)
 
 
 def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -134,8 +140,35 @@ class MklLinear(nn.Linear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
+class Int8Linear(nn.Linear):
+    """nn.Linear with its weight rounded to int8, one scale per output row, multiplied in bf16
+    (`torch._weight_int8pack_mm`, weight-only quantization as torchao runs it on a CPU). Not the same
+    numbers: for drafts only, whose numbers change q and nothing else (`faster_precision`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _plain_weight_needed(self, x):
+            return nn.Linear.forward(self, x)
+        weight, scales = _reordered(self, INT8)
+        out = torch._weight_int8pack_mm(x.reshape(-1, x.shape[-1]).bfloat16(), weight, scales).to(x.dtype)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def int8_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, in) -> int8 rows and bf16 scales, each row's largest magnitude mapped to 127."""
+    scales = weight.float().abs().amax(dim=1).clamp(min=1e-12) / 127
+    rounded = torch.round(weight.float() / scales[:, None]).clamp(-127, 127).to(torch.int8)
+    return rounded, scales.bfloat16()
+
+
+def int8_available() -> bool:
+    return hasattr(torch, "_weight_int8pack_mm")
+
+
 _REORDER = {PACKED: lambda weight: torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT[PACKED]),
-            MKL: lambda weight: torch.ops.mkl._mkl_reorder_linear_weight(weight, _ROWS_HINT[MKL])}
+            MKL: lambda weight: torch.ops.mkl._mkl_reorder_linear_weight(weight, _ROWS_HINT[MKL]),
+            INT8: int8_weights}
 
 
 def _reordered(layer: nn.Linear, layout: str) -> torch.Tensor:
@@ -156,7 +189,7 @@ def _version(tensor: torch.Tensor) -> int:
         return 0
 
 
-_CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear, MKL: MklLinear}
+_CLASSES = {ROWS: nn.Linear, COLUMNS: ColumnLinear, PACKED: PackedLinear, MKL: MklLinear, INT8: Int8Linear}
 
 
 class SplitLinear(nn.Linear):
@@ -181,6 +214,8 @@ def describe_layout(layout: str) -> str:
     """"packed" -> "packed matmuls"; "rows/packed@4" -> "rows matmuls below 4 tokens, packed from 4"."""
     if layout in LAYOUTS:
         return f"{layout} matmuls"
+    if layout == INT8:
+        return "int8 weights"
     few, many, many_from = _parse_split(layout)
     return f"{few} matmuls below {many_from} tokens, {many} from {many_from}"
 
@@ -274,20 +309,31 @@ def _once(what: str, model: nn.Module, decide):
     return _CHOSEN[key]
 
 
-def faster_precision(model: nn.Module) -> nn.Module:
-    """A bf16 model on a CPU with bf16 math (a draft), or the same model in fp32, each in its fastest
-    layout: whichever drafts a token faster here (a draft feeds one token at a time). On the 2-core
-    machine the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows and 1.8-2.0 ms
-    in fp32 (2026-12-02); elsewhere fp32 may win, so both are timed (once per process and model)."""
-    fp32 = copy.deepcopy(model).float()
-    choose_layout(fp32)
-    choose_layout(model)
+def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
+    """A draft on a CPU in whichever precision drafts a token fastest here (a draft feeds one token at a
+    time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`
+    int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per process and
+    model. On the Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows
+    and 1.8-2.0 ms in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, 2.5 ms with int8 weights and
+    5.4 ms in fp32 packed (2026-12-03). A draft's numbers change q and nothing else: the acceptance rule
+    keeps the output the target's whatever the precision. `model` itself is returned or left as it was."""
+    fp32 = model if model.dtype == torch.float32 else copy.deepcopy(model).float()
+    candidates = {"float32": fp32}
+    if model.dtype == torch.bfloat16:
+        candidates["bfloat16"] = model
+    if int8 and int8_available():
+        candidates["int8"] = copy.deepcopy(fp32)
+        set_layout(candidates["int8"], INT8)
+    for name, candidate in candidates.items():
+        if name != "int8":
+            choose_layout(candidate)
+    if len(candidates) == 1:
+        return fp32
 
     def decide() -> str:
-        bf16_seconds = _pass_seconds(model, repeats=9)
-        return "float32" if _pass_seconds(fp32, repeats=9) < bf16_seconds else "bfloat16"
+        return min(candidates, key=lambda name: _pass_seconds(candidates[name], repeats=9))
 
-    return fp32 if _once("precision", model, decide) == "float32" else model
+    return candidates[_once("precision" + " int8" * int8, model, decide)]
 
 
 def candidate_layouts(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:

@@ -93,7 +93,7 @@ def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
     fp32 on a CPU, and greedy speculative output matches plain decoding token for token. A draft's
     numbers only change q, which the acceptance rule handles exactly, so a draft loads with `fast`:
     with AVX512-BF16 it may run faster than in fp32, and load_model times both (core.matmul).
-    SPECDEC_DTYPE=float32 or bfloat16 overrides both choices.
+    SPECDEC_DTYPE=float32 or bfloat16 overrides both choices (and keeps a draft's weights off int8).
     """
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     forced = os.environ.get("SPECDEC_DTYPE")
@@ -307,13 +307,15 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
-def load_model(name: str, fast: bool = False, rebuilt: bool = False) -> LoadedModel:
+def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool = False) -> LoadedModel:
     """Load weights + tokenizer by bundled name, Hugging Face id or local folder (safetensors only).
 
-    `fast`: a draft (or a teacher making training data), for which bf16 on a CPU is fine (pick_device).
+    `fast`: a teacher making training data, for which bf16 on a CPU is fine (pick_device). `draft`: a
+    draft, fast too, and on a CPU with int8 weights where those draft faster (core.matmul.faster_precision).
     Every failure is a SpecDecError with one line that says what to do. A bundled model whose cache
     folder cannot be read is converted again once (`rebuilt` marks that second try).
     """
+    fast = fast or draft
     device, dtype = pick_device(fast)
     if device.type == "cpu":
         # Let SDPA read grouped key/value heads as they are stored (enable_gqa). transformers does so
@@ -338,7 +340,7 @@ def load_model(name: str, fast: bool = False, rebuilt: bool = False) -> LoadedMo
         if name in (BUNDLED_TARGET, BUNDLED_DRAFT):
             if not rebuilt:  # a damaged cache folder (its sizes were right): rebuild it once
                 _discard(Path(path))
-                return load_model(name, fast, rebuilt=True)
+                return load_model(name, fast, draft, rebuilt=True)
             raise SpecDecError(f"could not load the bundled model '{name}' even from a fresh conversion "
                                f"({first_line(error)}): {SETUP_HINT}") from error  # fmt: skip
         if local_only and isinstance(error, (OSError, ValueError, KeyError)):
@@ -348,8 +350,8 @@ def load_model(name: str, fast: bool = False, rebuilt: bool = False) -> LoadedMo
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
     model = model.to(device).eval()
-    if fast and device.type == "cpu" and dtype == torch.bfloat16 and "SPECDEC_DTYPE" not in os.environ:
-        model = faster_precision(model)  # bf16, or fp32 in its faster layout if that drafts faster here
+    if device.type == "cpu" and (dtype == torch.bfloat16 or draft) and "SPECDEC_DTYPE" not in os.environ:
+        model = faster_precision(model, int8=draft)  # whichever of fp32, bf16, int8 drafts faster here
     else:
         choose_layout(model)  # fp32 on a CPU: whichever matrix layout this machine runs faster
     return LoadedModel(name, model, tokenizer, head_token_ids)

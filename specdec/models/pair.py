@@ -53,7 +53,7 @@ class ModelPair:
             if is_head(model_name):
                 model = load_head(model_name, self.target)
             else:
-                model = load_model(model_name, fast=True)
+                model = load_model(model_name, draft=True)
                 check_tokenizers_match(self.target, model)
             loaded += (model,)
         if isinstance(model, LoadedHead):
