@@ -142,8 +142,9 @@ class MklLinear(nn.Linear):
 
 class Int8Linear(nn.Linear):
     """nn.Linear with its weight rounded to int8, one scale per output row, multiplied in bf16
-    (`torch._weight_int8pack_mm`, weight-only quantization as torchao runs it on a CPU). Not the same
-    numbers: for drafts only, whose numbers change q and nothing else (`faster_precision`)."""
+    (`torch._weight_int8pack_mm`, the product PyTorch's compiler lowers weight-only int8 linears to on a
+    CPU). Not the same numbers: for drafts only, whose numbers change q and nothing else
+    (`faster_precision`)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _plain_weight_needed(self, x):
@@ -314,9 +315,10 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`
     int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per process and
     model. On the Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows
-    and 1.8-2.0 ms in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, 2.5 ms with int8 weights and
-    5.4 ms in fp32 packed (2026-12-03). A draft's numbers change q and nothing else: the acceptance rule
-    keeps the output the target's whatever the precision. `model` itself is returned or left as it was."""
+    and 1.8-2.0 ms in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted
+    token costing 0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03). A draft's
+    numbers change q and nothing else: the acceptance rule keeps the output the target's whatever the
+    precision. `model` itself is returned or left as it was."""
     fp32 = model if model.dtype == torch.float32 else copy.deepcopy(model).float()
     candidates = {"float32": fp32}
     if model.dtype == torch.bfloat16:
