@@ -6,8 +6,8 @@
 
 At T = 0 the output is the target's greedy answer whatever the drafter does, and whether a draft
 survives depends only on the text before it. So one run per prompt records the answer (the default
-drafter, which writes the same tokens as plain decoding), the bundled draft model reads it once
-(teacher forcing) for its top token and top probability q at every position, and any rule for how
+drafter, which writes the same tokens as plain decoding), the bundled draft model reads it token by
+token (teacher forcing) for its top token and top probability q at every position, and any rule for how
 many tokens to draft can then be replayed round by round in arithmetic, as the engine runs them: the
 n-gram lookup first, else the draft model while the rule says so, the cap following acceptance
 (rounds.next_draft_cap). A round costs the target's pass over its tokens (pass costs in one-token
@@ -15,8 +15,9 @@ passes, as core.matmul times them at load) plus `--draft-cost` plain steps per c
 (a refused round has called it once). Speed is tokens over cost, the target alone being 1.
 
 The replay is close to the engine, not equal to it: after a wrong draft the engine's draft reads its own
-wrong token, the replay the right one (so a doomed round may draft a different number), and the draft's
-bf16 numbers differ slightly between one pass over the answer and the engine's token-by-token passes.
+wrong token, the replay the right one (so a doomed round may draft a different number), and where the
+engine feeds its draft two tokens in one pass (after a round) int8 or bf16 weights round slightly
+differently than over one.
 `--check` runs the engine with the pass costs pinned (SPECDEC_PASS_COSTS) beside the replay of the
 default rule and prints both's rounds, drafts and kept drafts per held-out set.
 
@@ -103,8 +104,12 @@ def record(pair: ModelPair, prompts: list[tuple[str, str]], max_new_tokens: int)
         prompt_ids = pair.encode_prompt(prompt, chat=True, max_new_tokens=max_new_tokens)
         token_ids = generate(pair, prompt_ids, settings, detail=False).token_ids
         token_ids = token_ids if token_ids[: len(prompt_ids)] == prompt_ids else prompt_ids + token_ids
-        with torch.inference_mode():  # position j's logits predict token j + 1
-            logits = pair.new_drafter().model.cached.extend(token_ids[:-1])[len(prompt_ids) - 1 :]
+        # Token by token, as the engine feeds its draft: int8 or bf16 weights round differently in one
+        # pass over many tokens, enough to flip a near tie. Each row predicts the answer's next token.
+        draft = pair.new_drafter().model.cached
+        with torch.inference_mode():
+            logits = torch.cat([draft.extend(prompt_ids, keep_last=1)]
+                               + [draft.extend([token]) for token in token_ids[len(prompt_ids) : -1]])
         q = torch.softmax(logits.float(), dim=-1)
         top2 = q.topk(2, dim=-1)
         entropy = -(q * q.clamp_min(1e-12).log()).sum(-1)

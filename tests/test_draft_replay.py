@@ -86,10 +86,25 @@ def test_auc_ranks_kept_above_rejected():
     assert replay_script.auc(torch.tensor([0.9, 0.8, 0.2, 0.1]), labels) == 0.0
 
 
+def rounds_by_start(rounds: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """(drafted, kept) per round, keyed by the answer position the round starts at."""
+    starts, made = {}, 0
+    for drafted, kept in rounds:
+        starts[made] = (drafted, kept)
+        made += kept + 1
+    return starts
+
+
+def test_rounds_are_keyed_by_where_they_start():
+    assert rounds_by_start([(2, 2), (1, 0), (3, 1)]) == {0: (2, 2), 3: (1, 0), 4: (3, 1)}
+
+
 @pytest.mark.slow
 def test_the_replay_of_the_default_rule_follows_the_engine(bundled_pair):
-    """Same answers, same pass costs: the replay's rounds are the engine's, up to the draft's bf16 numbers
-    and what a doomed round drafts after its first wrong draft (the module's docstring)."""
+    """Same answers, same pass costs: the replay's rounds are the engine's, up to the draft's numbers
+    (int8 or bf16 weights round differently in one pass over the answer than token by token) and what a
+    doomed round drafts after its first wrong draft (the module's docstring). Rounds are compared where
+    they start at the same answer position: one near tie that flips a draft shifts every later round."""
     prompts = [("code", json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"][0]),
                ("prose", json.loads(HELD_OUT_PROMPT_SETS["prose"].read_text())["prompts"][0])]  # fmt: skip
     answers = replay_script.record(bundled_pair, prompts, 48)
@@ -99,5 +114,7 @@ def test_the_replay_of_the_default_rule_follows_the_engine(bundled_pair):
         _, _, rounds = replay_script.replay(answer, "default", bundled_pair.target.pass_costs, 0.1,
                                             UNCALIBRATED, 48)  # fmt: skip
         assert abs(len(rounds) - len(traces)) <= max(2, len(traces) // 10)
-        same = sum((t.num_drafted, t.num_accepted) == r for t, r in zip(traces, rounds, strict=False))
-        assert same >= 0.6 * len(traces)
+        engine = rounds_by_start([(t.num_drafted, t.num_accepted) for t in traces])
+        replayed = rounds_by_start(rounds)
+        same = sum(replayed.get(start) == round_ for start, round_ in engine.items())
+        assert same >= 0.6 * len(engine)
