@@ -102,9 +102,10 @@ def test_rounds_are_keyed_by_where_they_start():
 @pytest.mark.slow
 def test_the_replay_of_the_default_rule_follows_the_engine(bundled_pair):
     """Same answers, same pass costs: the replay's rounds are the engine's, up to the draft's numbers
-    (int8 or bf16 weights round differently in one pass over the answer than token by token) and what a
-    doomed round drafts after its first wrong draft (the module's docstring). Rounds are compared where
-    they start at the same answer position: one near tie that flips a draft shifts every later round."""
+    (int8 or bf16 weights round differently in a pass over two tokens, as the engine feeds some, than
+    over one) and what a doomed round drafts after its first wrong draft (the module's docstring).
+    Rounds are compared where they start at the same answer position: one near tie that flips a draft
+    shifts every later round."""
     prompts = [("code", json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"][0]),
                ("prose", json.loads(HELD_OUT_PROMPT_SETS["prose"].read_text())["prompts"][0])]  # fmt: skip
     answers = replay_script.record(bundled_pair, prompts, 48)
