@@ -11,6 +11,7 @@ from tiny_models import tiny_model
 from specdec.config import DraftTrainingConfig, HeadTrainingConfig, SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.drafters import FeatureDrafter, LookupThenModelDrafter, NgramDrafter
+from specdec.core.feature_head import FeatureHead
 from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
@@ -25,7 +26,9 @@ from specdec.training.feature_head import (
     head_loss,
     make_batch,
     target_features,
+    target_layer_features,
     train_head,
+    unrolled_predictions,
 )
 from specdec.training.train import draw_weights
 
@@ -261,3 +264,51 @@ def test_head_training_runs_end_to_end_and_the_result_loads(bundled_pair, tmp_pa
     pair = bundled_pair.with_drafter(str(tmp_path / "head-draft"))
     assert pair.head.head.feature_norm is not None and len(pair.head.head.decoder.layers) == 2
     assert len(generate(pair, ids, Settings(max_new_tokens=6)).token_ids) == 6
+
+
+def test_a_head_reads_the_targets_earlier_layers_only_where_the_target_read(tiny_target, vocab, tmp_path):
+    """EAGLE-3's extra inputs (scripts/head_layers.py): the target's hidden states after chosen layers.
+    Their projection starts at zero (the head drafts as before); zeros, what drafted positions get, add
+    nothing."""
+    ids = torch.tensor(PROMPT)
+    final, layer_1 = target_layer_features(tiny_target, [ids], [1])[0]
+    with torch.no_grad():
+        hidden = tiny_target.model(input_ids=ids[None], output_hidden_states=True).hidden_states
+    torch.testing.assert_close(final, target_features(tiny_target, [ids])[0])
+    torch.testing.assert_close(layer_1, hidden[1][0].to(torch.bfloat16))  # layer 1's output, not the input
+    assert not torch.equal(layer_1, hidden[0][0].to(torch.bfloat16))
+
+    plain = build_head(tiny_target, layers=1)
+    plain.config.feature_layers = [1]
+    reading = FeatureHead(plain.config)
+    reading.load_state_dict(plain.state_dict(), strict=False)
+    example = FeatureExample(ids, final, 2, layer_features=layer_1)
+    batch = make_batch([example], tiny_target.get_input_embeddings())
+    with torch.no_grad():
+        reading.layer_fc.weight.zero_()
+        without = plain(batch.embeddings, batch.features)
+        torch.testing.assert_close(reading(batch.embeddings, batch.features,
+                                           layer_features=batch.layer_features), without)
+        reading.layer_fc.weight.normal_(std=0.5)
+        torch.testing.assert_close(reading(batch.embeddings, batch.features,
+                                           layer_features=torch.zeros_like(batch.layer_features)), without)
+        assert not torch.allclose(reading(batch.embeddings, batch.features,
+                                          layer_features=batch.layer_features), without, atol=1e-3)  # read
+
+    seen = []  # the layers each unrolled step gets: all positions first, then the first (the target's) only
+    real_forward = reading.forward
+
+    def recording_forward(*args, **kwargs):
+        seen.append(kwargs["layer_features"])
+        return real_forward(*args, **kwargs)
+
+    reading.forward = recording_forward
+    with torch.no_grad():
+        unrolled_predictions(reading, batch, unroll=3)
+    assert torch.equal(seen[0], batch.layer_features)
+    for later in seen[1:]:
+        assert torch.equal(later[:, 0], batch.layer_features[:, 0]) and not later[:, 1:].any()
+
+    reading.config.to_json_file(tmp_path / "config.json")  # the engine does not pass them: refused, clearly
+    with pytest.raises(SpecDecError, match=r"reads the target's layers \[1\]"):
+        load_head(str(tmp_path), LoadedModel("tiny", tiny_target, None))

@@ -55,6 +55,14 @@ class FeatureHead(nn.Module):
         # layers that start out reading token embeddings, some 15 times smaller than the target's features.
         self.feature_norm = LlamaRMSNorm(hidden, config.rms_norm_eps) if getattr(
             config, "feature_norm", False) else None  # fmt: skip
+        # Optional (EAGLE-3 reads low, middle and high layers): the target's hidden states after the
+        # decoder layers in `config.feature_layers`, each normalised, projected and added to the input
+        # where the target has read the position. Drafted positions have none: zeros there add nothing.
+        feature_layers = getattr(config, "feature_layers", None) or []
+        self.layer_norm = self.layer_fc = None
+        if feature_layers:
+            self.layer_norm = LlamaRMSNorm(hidden, config.rms_norm_eps)
+            self.layer_fc = nn.Linear(len(feature_layers) * hidden, hidden, bias=False)
 
     def forward(
         self,
@@ -62,6 +70,7 @@ class FeatureHead(nn.Module):
         features: torch.Tensor,  # (batch, positions, hidden): f_i, the target's or the head's own
         cache=None,
         attention_mask: torch.Tensor | None = None,
+        layer_features: torch.Tensor | None = None,  # (batch, positions, layers * hidden), or zeros
     ) -> torch.Tensor:
         """Predicted features (batch, positions, hidden), in the space of the target's last hidden state."""
         if self.feature_norm is not None:
@@ -70,6 +79,9 @@ class FeatureHead(nn.Module):
             fused = token_embeddings + self.fc(features)
         else:
             fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
+        if self.layer_fc is not None and layer_features is not None:
+            per_layer = layer_features.unflatten(-1, (-1, self.config.hidden_size))
+            fused = fused + self.layer_fc(self.layer_norm(per_layer).flatten(-2))
         output = self.decoder(inputs_embeds=fused, attention_mask=attention_mask, cache=cache,
                               use_cache=cache is not None)
         return output.last_hidden_state

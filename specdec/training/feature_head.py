@@ -53,6 +53,7 @@ class FeatureExample:
     features: torch.Tensor  # (length, hidden), bf16
     answer_start: int  # first answer position
     kind: str = ""  # the campaign's kind of prompt (code, prose, ...), where known
+    layer_features: torch.Tensor | None = None  # (length, layers * hidden), bf16: for a head that reads them
 
 
 @torch.inference_mode()
@@ -67,6 +68,21 @@ def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf1
         hidden = target.get_decoder()(input_ids=input_ids.to(target.device),
                                       attention_mask=mask.to(target.device)).last_hidden_state
     return [hidden[row, : len(s)].to(torch.bfloat16).cpu() for row, s in enumerate(sequences)]
+
+
+@torch.inference_mode()
+def target_layer_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], layers: list[int],
+                          bf16: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """As target_features, and beside each sequence's features the target's hidden states after each of
+    its decoder `layers` (counted from 1), side by side: (length, len(layers) * hidden), bf16."""
+    input_ids, mask = right_padded(sequences)
+    with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
+        output = target.get_decoder()(input_ids=input_ids.to(target.device),
+                                      attention_mask=mask.to(target.device), output_hidden_states=True)
+    # hidden_states[0] is the embeddings, hidden_states[n] the output of layer n.
+    chosen = torch.cat([output.hidden_states[n] for n in layers], dim=-1)
+    return [(output.last_hidden_state[row, : len(s)].to(torch.bfloat16).cpu(),
+             chosen[row, : len(s)].to(torch.bfloat16).cpu()) for row, s in enumerate(sequences)]
 
 
 def make_feature_shards(target: LoadedModel, answer_shards: list[Path], batch_size: int, bf16: bool,
@@ -96,6 +112,8 @@ class Batch:
     next_features: torch.Tensor  # (B, W - 1, hidden): f_{i+1}, what position i predicts
     attention_mask: torch.Tensor  # (B, W - 1)
     loss_mask: torch.Tensor  # (B, W - 1) bool
+    layer_features: torch.Tensor | None = None  # (B, W - 1, layers * hidden): at position i, for a
+    # head that reads the target's earlier layers too
 
 
 def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Batch:
@@ -107,17 +125,24 @@ def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Bat
         loss_mask[row, max(e.answer_start - 2, 0) : len(e.token_ids) - 1] = True
     with torch.no_grad():
         embeddings = embed(ids[:, 1:])
-    return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:], loss_mask)
+    layer_features = None
+    if examples[0].layer_features is not None:
+        layer_features = pad_sequence([e.layer_features.float() for e in examples], batch_first=True)[:, :-1]
+    return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:], loss_mask, layer_features)
 
 
 def unrolled_predictions(head: FeatureHead, batch: Batch, unroll: int) -> list[torch.Tensor]:
     """The head's predicted features for drafting steps 1..unroll (see the module's docstring)."""
-    predictions, features = [], batch.features
+    predictions, features, layer_features = [], batch.features, batch.layer_features
     for _ in range(unroll):
-        predicted = head(batch.embeddings, features, attention_mask=batch.attention_mask)
+        predicted = head(batch.embeddings, features, attention_mask=batch.attention_mask,
+                         layer_features=layer_features)
         predictions.append(predicted)
         # Position i's next input: the prediction of f_i, made at position i - 1.
         features = torch.cat([batch.features[:, :1], predicted[:, :-1]], dim=1)
+        if layer_features is not None:  # the target's layers only where the target read: the first
+            layer_features = torch.cat([batch.layer_features[:, :1],
+                                        torch.zeros_like(batch.layer_features[:, 1:])], dim=1)
     return predictions
 
 
