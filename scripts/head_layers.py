@@ -4,9 +4,9 @@
         [--arms "last layer,+ layers,+ a decoder layer"] [--work-root .cache/head-layers]
 
 The shipped head reads the target's last hidden state through two decoder layers. This compares, from
-the shipped head, runs of training alike (the same batches, negatives, steps and learning rate; the
-shipped recipe's settings, half of each step's answers code) on the campaign's first `--shards` shards
-of 64 answers, each arm a change that leaves the head's drafts as they are at step 0:
+the shipped head, runs of training alike (the same batches, negatives, steps and learning rate: the
+shipped recipe's, but 100 warm-up steps and half of each step's answers code) on the campaign's first
+`--shards` shards of 64 answers, each arm a change that leaves the head's drafts as they are at step 0:
 - "last layer": the head as it is, trained on (the control);
 - "+ layers": also reading the target's hidden states after decoder layers `--layers` (each
   RMS-normalised, projected by a new matrix that starts at zero and added to its input where the
