@@ -36,6 +36,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from transformers import LlamaConfig  # noqa: E402
 
+from specdec.config import HeadTrainingConfig  # noqa: E402
 from specdec.core.feature_head import FeatureHead  # noqa: E402
 from specdec.models.feature_head import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD  # noqa: E402
 from specdec.models.loading import load_model  # noqa: E402
@@ -45,10 +46,11 @@ from specdec.training.feature_head import (  # noqa: E402
     FeatureExample,
     evaluate_head,
     head_loss,
+    held_out_eval_sets,
     make_batch,
     target_layer_features,
 )
-from specdec.training.train import draw_batch, draw_weights, greedy_answer, learning_rate_factor  # noqa: E402
+from specdec.training.train import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
 
 ARMS = {"last layer": 0, "+ layers": 0, "+ a decoder layer": 1}  # arm -> decoder layers added
 
@@ -75,21 +77,6 @@ def featured_shard(target, index: int, layers: list[int], work: Path, batch_size
                                        answer.kind, stored["layers"][offset:end]))
         offset = end
     return examples
-
-
-def held_out_set(target, layers: list[int], work: Path, tokens: int = 96) -> dict[str, list[FeatureExample]]:
-    """The target's greedy answers to every held-out set, with its features and chosen layers."""
-    path = work / f"eval-{tokens}-{'-'.join(map(str, layers))}.pt"
-    if not path.exists():
-        sets = {}
-        for name, prompts in HELD_OUT_PROMPT_SETS.items():
-            sets[name] = []
-            for prompt in json.loads(prompts.read_text())["prompts"]:
-                sequence, start = greedy_answer(target, prompt, tokens)
-                final, chosen = target_layer_features(target.model, [sequence], layers)[0]
-                sets[name].append(FeatureExample(sequence, final, start, name, chosen))
-        torch.save(sets, path)
-    return torch.load(path, weights_only=False)
 
 
 def shipped_head(target, layers: list[int], extra_decoder_layers: int = 0) -> FeatureHead:
@@ -127,7 +114,7 @@ def train(head: FeatureHead, examples: list[FeatureExample], embed, output_rows:
     head.train()
     for step in (bar := tqdm(range(steps), desc="training")):
         batch = make_batch([examples[i] for i in draw_batch(weights, len(examples), 8, order)], embed)
-        factor = min((step + 1) / warmup, 1.0) * learning_rate_factor(step / steps, 0.3)
+        factor = warmed_up(step, warmup) * learning_rate_factor(step / steps, 0.3)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate * factor
         loss = head_loss(head, batch, output_rows, unroll=3, feature_weight=0.0, generator=order)
@@ -169,7 +156,7 @@ def main() -> None:
     examples = []
     for index in tqdm(range(args.shards), desc="target features (teacher forcing)", unit="shard"):
         examples += featured_shard(target, index, layers, args.work_root)
-    eval_sets = held_out_set(target, layers, args.work_root)
+    eval_sets = held_out_eval_sets(target, args.work_root, HeadTrainingConfig().eval_tokens, layers)
     if args.features_only:
         return
     embed = target.model.get_input_embeddings()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from specdec.training.train import (
     learning_rate_factor,
     sampled_candidates,
     shard_progress,
+    warmed_up,
 )
 
 
@@ -56,6 +58,15 @@ class FeatureExample:
     layer_features: torch.Tensor | None = None  # (length, layers * hidden), bf16: for a head that reads them
 
 
+def _read_whole(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf16: bool,
+                hidden_states: bool = False):
+    """The target's decoder over the sequences in one right-padded batch (teacher forcing)."""
+    input_ids, mask = right_padded(sequences)
+    with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
+        return target.get_decoder()(input_ids=input_ids.to(target.device),
+                                    attention_mask=mask.to(target.device), output_hidden_states=hidden_states)
+
+
 @torch.inference_mode()
 def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf16: bool = False
                     ) -> list[torch.Tensor]:
@@ -63,22 +74,16 @@ def target_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], bf1
     position of each sequence, in one right-padded batch. `bf16`: computed under bf16 autocast, about
     twice as fast on a CPU with bf16 math; the features differ from fp32 by far less than the head's
     own error."""
-    input_ids, mask = right_padded(sequences)
-    with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-        hidden = target.get_decoder()(input_ids=input_ids.to(target.device),
-                                      attention_mask=mask.to(target.device)).last_hidden_state
+    hidden = _read_whole(target, sequences, bf16).last_hidden_state
     return [hidden[row, : len(s)].to(torch.bfloat16).cpu() for row, s in enumerate(sequences)]
 
 
 @torch.inference_mode()
-def target_layer_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], layers: list[int],
+def target_layer_features(target: LlamaForCausalLM, sequences: list[torch.Tensor], layers: Sequence[int],
                           bf16: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """As target_features, and beside each sequence's features the target's hidden states after each of
     its decoder `layers` (counted from 1), side by side: (length, len(layers) * hidden), bf16."""
-    input_ids, mask = right_padded(sequences)
-    with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-        output = target.get_decoder()(input_ids=input_ids.to(target.device),
-                                      attention_mask=mask.to(target.device), output_hidden_states=True)
+    output = _read_whole(target, sequences, bf16, hidden_states=True)
     # hidden_states[0] is the embeddings, hidden_states[n] the output of layer n.
     chosen = torch.cat([output.hidden_states[n] for n in layers], dim=-1)
     return [(output.last_hidden_state[row, : len(s)].to(torch.bfloat16).cpu(),
@@ -199,23 +204,30 @@ def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, outp
     return figures
 
 
-def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int) -> list[FeatureExample]:
-    """The target's greedy answers to held-out prompts, with its features."""
+def make_eval_features(target: LoadedModel, prompts: list[str], tokens: int, layers: Sequence[int] = ()
+                       ) -> list[FeatureExample]:
+    """The target's greedy answers to held-out prompts, with its features (and its `layers`, if any)."""
     examples = []
     for prompt in prompts:
         sequence, start = greedy_answer(target, prompt, tokens)
-        examples.append(FeatureExample(sequence, target_features(target.model, [sequence])[0], start))
+        if layers:
+            features, chosen = target_layer_features(target.model, [sequence], layers)[0]
+        else:
+            features, chosen = target_features(target.model, [sequence])[0], None
+        examples.append(FeatureExample(sequence, features, start, layer_features=chosen))
     return examples
 
 
-def held_out_eval_sets(target: LoadedModel, folder: Path, tokens: int) -> dict[str, list[FeatureExample]]:
+def held_out_eval_sets(target: LoadedModel, folder: Path, tokens: int, layers: Sequence[int] = ()
+                       ) -> dict[str, list[FeatureExample]]:
     """Every held-out kind (code, structured, prose, math, questions, summaries): the target's greedy
-    answers of `tokens` tokens with its features, made once per folder and read back after."""
-    path = folder / f"eval-{tokens}-{'-'.join(HELD_OUT_PROMPT_SETS)}.pt"
+    answers of `tokens` tokens with its features (and its `layers`), made once per folder and read back."""
+    with_layers = f"-layers-{'-'.join(map(str, layers))}" if layers else ""
+    path = folder / f"eval-{tokens}-{'-'.join(HELD_OUT_PROMPT_SETS)}{with_layers}.pt"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        torch.save({name: make_eval_features(target, json.loads(prompts.read_text())["prompts"], tokens)
-                    for name, prompts in HELD_OUT_PROMPT_SETS.items()}, path)
+        torch.save({name: make_eval_features(target, json.loads(prompts.read_text())["prompts"], tokens,
+                                             layers) for name, prompts in HELD_OUT_PROMPT_SETS.items()}, path)
     return torch.load(path, weights_only=False)
 
 
@@ -322,7 +334,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
                                                                  order)], embed)
             # A linear rise over the warm-up steps (Adam's first steps move every weight by about the
             # rate, enough to undo a trained start), then a fall to 10 % over the budget's last 30 %.
-            warmup = min((state["step"] + 1) / config.warmup_steps, 1.0) if config.warmup_steps else 1.0
+            warmup = warmed_up(state["step"], config.warmup_steps)
             decay = learning_rate_factor(progress(), 0.3)
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * warmup * decay

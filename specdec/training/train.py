@@ -184,6 +184,11 @@ def learning_rate_factor(progress: float, decay_fraction: float) -> float:
     return 1.0 - 0.9 * min(max((progress - (1 - decay_fraction)) / decay_fraction, 0.0), 1.0)
 
 
+def warmed_up(step: int, warmup_steps: int) -> float:
+    """The share of the peak learning rate at `step` (from 0) of a linear warm-up; 1 without one."""
+    return min((step + 1) / warmup_steps, 1.0) if warmup_steps else 1.0
+
+
 def shard_progress(description: str):
     """A progress bar over data shards, and the callback that moves it: (bar, progress(done, total))."""
     bar = tqdm(desc=description, unit="shard")
