@@ -14,11 +14,12 @@ A calibrated draft keeps about q; a share above q means the draft is surer than 
 from __future__ import annotations
 
 import argparse
-import collections
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from draft_replay import kept_by_tenth  # noqa: E402  (this script's folder is on the path)
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
@@ -36,20 +37,16 @@ def main() -> None:
     pair = ModelPair.load(drafter=BUNDLED_DRAFT)
     settings = Settings(gamma=6, sampling=SamplingConfig(temperature=0.0), max_new_tokens=args.max_new_tokens,
                         adaptive=False)  # fmt: skip
-    cells = collections.defaultdict(lambda: [0, 0, 0.0])  # (kind, tenth of q) -> [drafts, kept, sum of q]
+    drafts = {}  # kind -> [(q, kept)] of the drafts that faced the test
     for index in range(args.first_index, args.first_index + args.prompts):
         kind, prompt = campaign_prompt(index)
         prompt_ids = pair.encode_prompt(prompt, chat=True, max_new_tokens=args.max_new_tokens)
         for trace in generate(pair, prompt_ids, settings, detail=False).rounds:
-            for i in range(trace.num_tested):
-                q = trace.draft_token_probs[i]
-                tenth = min(int(q * 10), 9)
-                for key in ((kind, tenth), ("all", tenth)):
-                    cells[key][0] += 1
-                    cells[key][1] += i < trace.num_accepted
-                    cells[key][2] += q
-    for kind in sorted({kind for kind, _ in cells}):
-        filled = [cells[kind, tenth] for tenth in range(10) if (kind, tenth) in cells]
+            drafts.setdefault(kind, []).extend((trace.draft_token_probs[i], i < trace.num_accepted)
+                                               for i in range(trace.num_tested))
+    drafts["all"] = [draft for kind_drafts in drafts.values() for draft in kind_drafts]
+    for kind in sorted(drafts):
+        filled = [cell for cell in kept_by_tenth(drafts[kind]) if cell[0]]
         print(f"{kind}: " + ", ".join(f"{q / n:.2f} -> {kept / n:.2f} ({n})" for n, kept, q in filled))
 
 

@@ -44,7 +44,7 @@ import collections
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -119,16 +119,26 @@ def record(pair: ModelPair, prompts: list[tuple[str, str]], max_new_tokens: int)
     return answers
 
 
+def tenth(q: float) -> int:
+    """Which tenth of [0, 1] q falls in (q = 1 in the last)."""
+    return min(int(q * 10), 9)
+
+
+def kept_by_tenth(drafts: Iterable[tuple[float, bool]]) -> list[tuple[int, int, float]]:
+    """Drafts given as (q, kept), grouped by tenth of q: per tenth, (drafts, kept, sum of q)."""
+    cells = [(0, 0, 0.0)] * 10
+    for q, kept in drafts:
+        n, k, total = cells[tenth(q)]
+        cells[tenth(q)] = (n + 1, k + kept, total + q)
+    return cells
+
+
 def calibration_table(answers: list[Answer]) -> list[float]:
     """Per tenth of q: the share of the draft's tokens the target kept (where none fell: the tenth's
     lower edge, which leaves q as it is)."""
-    counts = [[0, 0] for _ in range(10)]
-    for answer in answers:
-        for q, kept in zip(answer.draft_q, answer.kept, strict=True):
-            cell = counts[min(int(q * 10), 9)]
-            cell[0] += 1
-            cell[1] += kept
-    return [kept / n if n else tenth / 10 for tenth, (n, kept) in enumerate(counts)]
+    cells = kept_by_tenth((q, kept) for answer in answers
+                          for q, kept in zip(answer.draft_q, answer.kept, strict=True))
+    return [kept / n if n else i / 10 for i, (n, kept, _) in enumerate(cells)]
 
 
 def drafts_by_rule(answer: Answer, at: int, k: int, rule: str, thresholds: list[float],
@@ -142,7 +152,7 @@ def drafts_by_rule(answer: Answer, at: int, k: int, rule: str, thresholds: list[
     raw_product, calibrated_product = 1.0, 1.0
     for i in range(min(k, len(q) - at)):
         raw = q[at + i]
-        surer = max(raw, calibrated[min(int(raw * 10), 9)])
+        surer = max(raw, calibrated[tenth(raw)])
         raw_product, calibrated_product = raw_product * raw, calibrated_product * surer
         if rule == "calibrated":
             confidence, chance = calibrated_product, surer
