@@ -12,7 +12,10 @@ shipped recipe's, but 100 warm-up steps and half of each step's answers code) on
   RMS-normalised, projected by a new matrix that starts at zero and added to its input where the
   target has read the position: core.feature_head);
 - "+ a decoder layer": a third decoder layer after its two, whose output projections start at zero (the
-  layer adds nothing to the residual stream until trained).
+  layer adds nothing to the residual stream until trained);
+- "greedy answers": the head as it is, trained on the target's greedy answers to the same prompts
+  instead of its answers sampled at temperature 1 (T = 0 drafting meets greedy text: is that the text
+  to learn from?), written here once per shard, with their features.
 Each is then evaluated (weights rounded to bf16, as the head ships) on the target's greedy answers to the
 six held-out sets: Σ min(p, q) of the first draft (α at T = 1) and its agreement with the target's argmax
 (α at T = 0). An arm's lead over the control is what its change adds at this budget.
@@ -41,18 +44,27 @@ from specdec.core.feature_head import FeatureHead  # noqa: E402
 from specdec.models.feature_head import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD  # noqa: E402
 from specdec.models.loading import load_model  # noqa: E402
 from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
-from specdec.training.campaign import load_answers, shard_paths  # noqa: E402
+from specdec.training.campaign import (  # noqa: E402
+    answer_shard,
+    load_answers,
+    read_summary,
+    save_answers,
+    save_features,
+    shard_paths,
+)
+from specdec.training.campaign_prompts import campaign_prompt  # noqa: E402
 from specdec.training.feature_head import (  # noqa: E402
     FeatureExample,
     evaluate_head,
-    head_loss,
+    head_step,
     held_out_eval_sets,
     make_batch,
     target_layer_features,
 )
 from specdec.training.train import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
 
-ARMS = {"last layer": 0, "+ layers": 0, "+ a decoder layer": 1}  # arm -> decoder layers added
+# arm -> decoder layers added
+ARMS = {"last layer": 0, "+ layers": 0, "+ a decoder layer": 1, "greedy answers": 0}
 
 
 def featured_shard(target, index: int, layers: list[int], work: Path, batch_size: int = 16
@@ -77,6 +89,21 @@ def featured_shard(target, index: int, layers: list[int], work: Path, batch_size
                                        answer.kind, stored["layers"][offset:end]))
         offset = end
     return examples
+
+
+def greedy_shard(target, index: int, work: Path) -> list[FeatureExample]:
+    """The target's greedy answers to campaign shard `index`'s prompts, with its features (made once)."""
+    answers_path = work / f"greedy-{index:04d}.safetensors"
+    features_path = work / f"greedy-features-{index:04d}.safetensors"
+    if not answers_path.exists():
+        campaign = read_summary(CAMPAIGN_ANSWERS)
+        batch, seed = campaign["batch"], campaign["seed"]
+        prompts = [campaign_prompt(i, seed) for i in range(index * batch, (index + 1) * batch)]
+        answers = answer_shard(target, prompts, campaign["max_new_tokens"], seed, greedy=True)
+        save_features(answers, features_path)
+        save_answers(answers, answers_path, {"dtype": str(target.model.dtype)})
+    return [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
+            for a in load_answers(answers_path, features_path)]
 
 
 def shipped_head(target, layers: list[int], extra_decoder_layers: int = 0) -> FeatureHead:
@@ -115,15 +142,9 @@ def train(head: FeatureHead, examples: list[FeatureExample], embed, output_rows:
     for step in (bar := tqdm(range(steps), desc="training")):
         batch = make_batch([examples[i] for i in draw_batch(weights, len(examples), 8, order)], embed)
         factor = warmed_up(step, warmup) * learning_rate_factor(step / steps, 0.3)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate * factor
-        loss = head_loss(head, batch, output_rows, unroll=3, feature_weight=0.0, generator=order)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        losses.append(head_step(head, optimizer, batch, output_rows, learning_rate * factor, unroll=3,
+                                feature_weight=0.0, generator=order))
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
 
 
@@ -156,6 +177,10 @@ def main() -> None:
     examples = []
     for index in tqdm(range(args.shards), desc="target features (teacher forcing)", unit="shard"):
         examples += featured_shard(target, index, layers, args.work_root)
+    greedy_examples = []
+    if "greedy answers" in args.arms.split(","):
+        for index in tqdm(range(args.shards), desc="the target's greedy answers", unit="shard"):
+            greedy_examples += greedy_shard(target, index, args.work_root)
     eval_sets = held_out_eval_sets(target, args.work_root, HeadTrainingConfig().eval_tokens, layers)
     if args.features_only:
         return
@@ -183,8 +208,8 @@ def main() -> None:
                                             layer_features=probe.layer_features),
                                        shipped(probe.embeddings, probe.features, attention_mask=mask))
         start = time.perf_counter()
-        losses = train(head, examples, embed, output_rows, args.steps, args.learning_rate, args.warmup_steps,
-                       args.code_share)
+        losses = train(head, greedy_examples if arm == "greedy answers" else examples, embed, output_rows,
+                       args.steps, args.learning_rate, args.warmup_steps, args.code_share)
         results[arm] = evaluated(head, eval_sets, embed, output_rows)
         results[arm]["training"] = {"minutes": (time.perf_counter() - start) / 60,
                                     "last_100_loss": sum(losses[-100:]) / len(losses[-100:])}

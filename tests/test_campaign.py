@@ -108,6 +108,22 @@ def test_shards_keep_answers_and_the_features_the_target_had_while_writing(chat_
     assert not torch.allclose(answers[0].features[1:].float(), read_whole[:-1].float(), atol=0.05, rtol=0.02)
 
 
+def test_greedy_answers_take_the_targets_argmax_after_every_position(chat_target):
+    """answer_shard(greedy=True): each answer token is the argmax the target read off the features kept
+    for the position before it (the features are the final norm's output, so the output head gives the
+    logits). Sampled answers, the negative control, leave it somewhere."""
+    prompts = [campaign_prompt(i) for i in range(4)]
+    output_head = chat_target.model.get_output_embeddings().weight.float()
+
+    def argmax_followed(answers):
+        return all(torch.equal(a.token_ids[a.answer_start :],
+                               (a.features[a.answer_start - 1 : -1].float() @ output_head.T).argmax(-1))
+                   for a in answers)
+
+    assert argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0, greedy=True))
+    assert not argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0))
+
+
 def test_a_campaign_resumes_and_refills_missing_features(chat_target, tmp_path):
     answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
     run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8)

@@ -23,7 +23,7 @@ from specdec.training.feature_head import (
     FeatureExample,
     build_head,
     evaluate_head,
-    head_loss,
+    head_step,
     make_batch,
     target_features,
     target_layer_features,
@@ -59,10 +59,8 @@ def train_tiny_head(target, examples, head_token_ids, steps):
     generator = torch.Generator().manual_seed(1)
     for _ in range(steps):
         picked = torch.randint(len(examples), (8,), generator=generator)
-        loss = head_loss(head, make_batch([examples[i] for i in picked], embed), rows, 2, 0.1)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        head_step(head, optimizer, make_batch([examples[i] for i in picked], embed), rows, 3e-3, unroll=2,
+                  feature_weight=0.1, generator=None)
     return head.eval()
 
 

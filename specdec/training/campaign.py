@@ -63,11 +63,11 @@ def captured_features(model) -> Iterator[list[torch.Tensor]]:
 
 
 @torch.inference_mode()
-def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_tokens: int, seed: int
-                 ) -> list[Answer]:
-    """The target answers (kind, prompt) pairs in one batch at temperature 1; each answer keeps its
-    features. The last token of a full-length answer was never read by the target (no features), so
-    it is dropped."""
+def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_tokens: int, seed: int,
+                 greedy: bool = False) -> list[Answer]:
+    """The target answers (kind, prompt) pairs in one batch at temperature 1 (or greedily); each answer
+    keeps its features. The last token of a full-length answer was never read by the target (no
+    features), so it is dropped."""
     tokenizer, model = target.tokenizer, target.model
     encoded = [target.chat_ids(prompt) for _, prompt in prompts]
     width = max(map(len, encoded))
@@ -77,9 +77,11 @@ def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
     attention_mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded],
                                   device=target.device)
     torch.manual_seed(seed)  # transformers samples from the global generator
+    sampling = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    sampling = {"do_sample": False} if greedy else sampling
     with captured_features(model) as outputs:
-        sequences = model.generate(input_ids, attention_mask=attention_mask, do_sample=True, temperature=1.0,
-                                   top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)
+        sequences = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
+                                   pad_token_id=pad, **sampling)
     features = torch.cat(outputs, dim=1)  # (batch, every column the target read, hidden)
     eos = {tokenizer.eos_token_id}
     read = features.shape[1] - width  # answer tokens the target read back
@@ -94,7 +96,7 @@ def answer_batch(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
 
 
 def answer_shard(target: LoadedModel, prompts: list[tuple[str, str]], max_new_tokens: int, seed: int,
-                 short_prompt: int = SHORT_PROMPT) -> list[Answer]:
+                 short_prompt: int = SHORT_PROMPT, greedy: bool = False) -> list[Answer]:
     """answer_batch over a shard's prompts in two groups, prompts up to `short_prompt` tokens and longer
     ones, so that a few long passages (copy and edit tasks) do not pad every row of the batch: a step's
     cost grows with batch x cache length (measured here: 64 rows, 1 new token, bf16: 90 ms after 60
@@ -104,7 +106,7 @@ def answer_shard(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
     long = [i for i, n in enumerate(lengths) if n > short_prompt]
     answers: dict[int, Answer] = {}
     for number, group in enumerate(g for g in (short, long) if g):
-        made = answer_batch(target, [prompts[i] for i in group], max_new_tokens, seed * 2 + number)
+        made = answer_batch(target, [prompts[i] for i in group], max_new_tokens, seed * 2 + number, greedy)
         answers |= dict(zip(group, made, strict=True))
     return [answers[i] for i in range(len(prompts))]
 

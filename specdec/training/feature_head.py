@@ -176,6 +176,21 @@ def head_loss(head: FeatureHead, batch: Batch, output_rows: torch.Tensor, unroll
     return total / unroll
 
 
+def head_step(head: FeatureHead, optimizer: torch.optim.Optimizer, batch: Batch, output_rows: torch.Tensor,
+              learning_rate: float, unroll: int, feature_weight: float, generator: torch.Generator | None,
+              bf16: bool = False) -> float:
+    """One optimiser step on `batch` at `learning_rate` (gradients clipped to norm 1): the loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    with torch.autocast(output_rows.device.type, torch.bfloat16, enabled=bf16):
+        loss = head_loss(head, batch, output_rows, unroll, feature_weight, generator=generator)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
 @torch.inference_mode()
 def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, output_rows: torch.Tensor,
                   unroll: int) -> dict[str, float]:
@@ -336,19 +351,12 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
             # rate, enough to undo a trained start), then a fall to 10 % over the budget's last 30 %.
             warmup = warmed_up(state["step"], config.warmup_steps)
             decay = learning_rate_factor(progress(), 0.3)
-            for group in optimizer.param_groups:
-                group["lr"] = config.learning_rate * warmup * decay
-            with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-                loss = head_loss(head, batch, output_rows, config.unroll, config.feature_weight,
-                                 generator=order)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            optimizer.step()
+            loss = head_step(head, optimizer, batch, output_rows, config.learning_rate * warmup * decay,
+                             config.unroll, config.feature_weight, order, bf16)
             state["step"] += 1
             state["seconds"] += time.perf_counter() - start
             bar.update(int(100 * progress()) - bar.n)
-            bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
+            bar.set_postfix(step=state["step"], loss=f"{loss:.3f}")
             finished = progress() >= 1
             if state["step"] % config.eval_every == 0 or finished:
                 head.eval()
@@ -357,9 +365,9 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
                 head.train()
                 state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
                                          "learning_rate": optimizer.param_groups[0]["lr"],
-                                         "loss": loss.item(), **scores})
+                                         "loss": loss, **scores})
                 last = f"agree_{config.unroll}_in_a_row"
-                log(f"step {state['step']}: loss {loss.item():.3f} " + " ".join(
+                log(f"step {state['step']}: loss {loss:.3f} " + " ".join(
                     f"{n}: Σmin {s['sum_min_pq']:.3f} agree1 {s['agree_1_in_a_row']:.3f} "
                     f"agree{config.unroll} {s[last]:.3f}" for n, s in scores.items()))
                 torch.save({"head": head.state_dict(), "optimizer": optimizer.state_dict(), "state": state},
