@@ -15,7 +15,8 @@ shipped recipe's, but 100 warm-up steps and half of each step's answers code) on
   layer adds nothing to the residual stream until trained);
 - "greedy answers": the head as it is, trained on the target's greedy answers to the same prompts
   instead of its answers sampled at temperature 1 (T = 0 drafting meets greedy text: is that the text
-  to learn from?), written here once per shard, with their features.
+  to learn from?): the greedy campaign's first `--shards` shards (`python -m specdec campaign --greedy
+  --answers 1024` first).
 Each is then evaluated (weights rounded to bf16, as the head ships) on the target's greedy answers to the
 six held-out sets: Σ min(p, q) of the first draft (α at T = 1) and its agreement with the target's argmax
 (α at T = 0). An arm's lead over the control is what its change adds at this budget.
@@ -37,28 +38,20 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from tqdm import tqdm  # noqa: E402
-from transformers import LlamaConfig  # noqa: E402
 
 from specdec.config import HeadTrainingConfig  # noqa: E402
 from specdec.core.feature_head import FeatureHead  # noqa: E402
-from specdec.models.feature_head import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD  # noqa: E402
+from specdec.models.feature_head import HEAD_TOKENS, SHIPPED_HEAD  # noqa: E402
 from specdec.models.loading import load_model  # noqa: E402
-from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
-from specdec.training.campaign import (  # noqa: E402
-    answer_shard,
-    load_answers,
-    read_summary,
-    save_answers,
-    save_features,
-    shard_paths,
-)
-from specdec.training.campaign_prompts import campaign_prompt  # noqa: E402
+from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
+from specdec.training.campaign import campaign_features_folder, load_answers, load_campaign, shard_paths  # noqa: E402
 from specdec.training.feature_head import (  # noqa: E402
     FeatureExample,
     evaluate_head,
     head_step,
     held_out_eval_sets,
     make_batch,
+    shipped_head,
     target_layer_features,
 )
 from specdec.training.train import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
@@ -91,45 +84,6 @@ def featured_shard(target, index: int, layers: list[int], work: Path, batch_size
     return examples
 
 
-def greedy_shard(target, index: int, work: Path) -> list[FeatureExample]:
-    """The target's greedy answers to campaign shard `index`'s prompts, with its features (made once)."""
-    answers_path = work / f"greedy-{index:04d}.safetensors"
-    features_path = work / f"greedy-features-{index:04d}.safetensors"
-    if not answers_path.exists():
-        campaign = read_summary(CAMPAIGN_ANSWERS)
-        batch, seed = campaign["batch"], campaign["seed"]
-        prompts = [campaign_prompt(i, seed) for i in range(index * batch, (index + 1) * batch)]
-        answers = answer_shard(target, prompts, campaign["max_new_tokens"], seed, greedy=True)
-        save_features(answers, features_path)
-        save_answers(answers, answers_path, {"dtype": str(target.model.dtype)})
-    return [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
-            for a in load_answers(answers_path, features_path)]
-
-
-def shipped_head(target, layers: list[int], extra_decoder_layers: int = 0) -> FeatureHead:
-    """The shipped head, fp32; with `layers`, also reading those (their projection at zero), with
-    `extra_decoder_layers`, that many more decoder layers (their output projections at zero): unchanged."""
-    config = LlamaConfig.from_json_file(SHIPPED_HEAD / "config.json")
-    config.feature_layers = layers
-    shipped_depth = config.num_hidden_layers
-    config.num_hidden_layers += extra_decoder_layers
-    head = FeatureHead(config).float()
-    shipped = load_file(SHIPPED_HEAD / HEAD_WEIGHTS)
-    head.load_state_dict({k: v.float() for k, v in shipped.items()}, strict=False)
-    if layers:
-        with torch.no_grad():
-            head.layer_fc.weight.zero_()
-            head.layer_norm.weight.copy_(head.feature_norm.weight)  # the embeddings' scale, as the feature's
-    with torch.no_grad():  # a residual layer whose attention and MLP write nothing passes its input on
-        for layer in head.decoder.layers[shipped_depth:]:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-    for norm in (head.feature_norm, head.layer_norm):
-        if norm is not None:
-            norm.requires_grad_(False)  # fixed scales, as the shipped head's
-    return head
-
-
 def train(head: FeatureHead, examples: list[FeatureExample], embed, output_rows: torch.Tensor, steps: int,
           learning_rate: float, warmup: int, code_share: float) -> list[float]:
     """The shipped recipe's loop (train-head), from a fixed seed: the same batches for every arm."""
@@ -146,6 +100,14 @@ def train(head: FeatureHead, examples: list[FeatureExample], embed, output_rows:
                                 feature_weight=0.0, generator=order))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
+
+
+def first_of_each_kind(examples: list[FeatureExample], count: int = 12) -> dict[str, list[FeatureExample]]:
+    """The first `count` answers of each kind (in campaign order: the same prompts in either campaign)."""
+    kinds: dict[str, list[FeatureExample]] = {}
+    for example in examples:
+        kinds.setdefault(example.kind, []).append(example)
+    return {kind: answers[:count] for kind, answers in kinds.items()}
 
 
 def evaluated(head: FeatureHead, eval_sets, embed, output_rows) -> dict[str, dict[str, float]]:
@@ -179,8 +141,12 @@ def main() -> None:
         examples += featured_shard(target, index, layers, args.work_root)
     greedy_examples = []
     if "greedy answers" in args.arms.split(","):
-        for index in tqdm(range(args.shards), desc="the target's greedy answers", unit="shard"):
-            greedy_examples += greedy_shard(target, index, args.work_root)
+        wanted = 64 * args.shards
+        greedy = load_campaign(GREEDY_CAMPAIGN_ANSWERS, campaign_features_folder(greedy=True), wanted)
+        if len(greedy) < wanted:
+            sys.exit(f"the greedy campaign has {len(greedy)} answers: run `python -m specdec campaign "
+                     f"--greedy --answers {wanted}` first")
+        greedy_examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in greedy]
     eval_sets = held_out_eval_sets(target, args.work_root, HeadTrainingConfig().eval_tokens, layers)
     if args.features_only:
         return
@@ -195,13 +161,17 @@ def main() -> None:
         results = {"settings": settings}
     results["answers"] = len(examples)
     results["answer_positions"] = sum(len(e.token_ids) - e.answer_start for e in examples)
-    shipped = shipped_head(target, [])
+    shipped = shipped_head()
     probe = make_batch(eval_sets["code"][:1], embed)
     results["shipped"] = evaluated(shipped, eval_sets, embed, output_rows)
+    if greedy_examples:  # the shipped head on text of its training prompts: sampled, as it trained, or greedy
+        results["shipped, training prompts"] = {
+            name: evaluated(shipped, first_of_each_kind(answers), embed, output_rows)
+            for name, answers in (("sampled", examples), ("greedy", greedy_examples))}
     for arm in args.arms.split(","):
         if arm in results:
             continue
-        head = shipped_head(target, layers if arm == "+ layers" else [], ARMS[arm])
+        head = shipped_head(layers if arm == "+ layers" else [], ARMS[arm])
         with torch.no_grad():  # every arm starts as the shipped head
             mask = probe.attention_mask
             torch.testing.assert_close(head(probe.embeddings, probe.features, attention_mask=mask,
@@ -214,6 +184,7 @@ def main() -> None:
         results[arm]["training"] = {"minutes": (time.perf_counter() - start) / 60,
                                     "last_100_loss": sum(losses[-100:]) / len(losses[-100:])}
         path.write_text(json.dumps(results, indent=1))
+    path.write_text(json.dumps(results, indent=1))
 
     print(f"\n{results['answers']} answers ({results['answer_positions']} answer positions), "
           f"{args.steps} steps, extra layers {layers}; first draft Σ min(p, q) / agreement:")
@@ -222,6 +193,13 @@ def main() -> None:
         cells = [f"{results[row][k]['sum_min_pq']:.3f} / {results[row][k]['agree_1_in_a_row']:.3f}"
                  for k in HELD_OUT_PROMPT_SETS]
         print(f"| {row} | " + " | ".join(cells) + " |")
+    if "shipped, training prompts" in results:
+        fit = results["shipped, training prompts"]
+        print("\nthe shipped head on the first 12 answers of each kind (its training prompts), agreement:")
+        print("| answers | " + " | ".join(fit["sampled"]) + " |")
+        for name, scores in fit.items():
+            print(f"| {name} | " + " | ".join(f"{scores[k]['agree_1_in_a_row']:.3f}" for k in fit["sampled"])
+                  + " |")
 
 
 if __name__ == "__main__":

@@ -152,6 +152,9 @@ class HeadTrainingConfig:
     campaign: bool = setting(False, "train on the data campaign's answers and features (python -m specdec "
                                     "campaign) instead of making answers to the draft's prompts")
     answers: int = setting(0, "with --campaign: its first N answers only (0 = all): for the scaling curve")
+    greedy: bool = setting(False, "with --campaign: the greedy campaign's answers (campaign --greedy), the "
+                                  "text T = 0 drafting meets, not the sampled ones")
+    start_from_head: bool = setting(False, "start from the shipped head (and train it on), not a new one")
     code_share: float = setting(0.0, "with --campaign: the share of each step's answers drawn from its code "
                                      "answers (0: as the data has them, a third)")
     feature_batch: int = setting(16, "answers per teacher-forced pass that computes the target's features")
@@ -171,6 +174,10 @@ class HeadTrainingConfig:
         if self.answers < 0 or (self.answers and not self.campaign):
             raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
         _check_code_share(self.code_share, self.campaign)
+        if self.greedy and not self.campaign:
+            raise SpecDecError("--greedy picks the greedy campaign's answers: with --campaign")
+        if self.start_from_head and self.start_from_draft:
+            raise SpecDecError("start from the shipped head or from the draft, not both")
 
 
 def _check_code_share(code_share: float, campaign: bool) -> None:

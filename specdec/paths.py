@@ -12,6 +12,7 @@ TRAINING_EVAL_SETS = {name: HELD_OUT_PROMPT_SETS[name] for name in ("code", "pro
 
 # The data campaign's answers (token ids: small, kept with the project); `python -m specdec campaign`.
 CAMPAIGN_ANSWERS = ASSETS / "campaign"
+GREEDY_CAMPAIGN_ANSWERS = ASSETS / "campaign-greedy"  # the same prompts, answered greedily
 
 BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
 BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`

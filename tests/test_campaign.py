@@ -120,8 +120,22 @@ def test_greedy_answers_take_the_targets_argmax_after_every_position(chat_target
                                (a.features[a.answer_start - 1 : -1].float() @ output_head.T).argmax(-1))
                    for a in answers)
 
-    assert argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0, greedy=True))
+    greedy = campaign.answer_shard(chat_target, prompts, 12, seed=0, greedy=True)
+    assert argmax_followed(greedy)
     assert not argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0))
+
+
+def test_a_greedy_campaign_keeps_greedy_answers_and_takes_no_sampled_ones(chat_target, tmp_path):
+    answers_dir, features_dir = tmp_path / "greedy", tmp_path / "features"
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=4, max_new_tokens=12,
+                 greedy=True)
+    stored = load_answers(shard_paths(answers_dir, features_dir, 0)[0])
+    prompts = [campaign.campaign_prompt(i, 0) for i in range(4)]
+    made = campaign.answer_shard(chat_target, prompts, 12, seed=7, greedy=True)  # any seed: greedy
+    assert [a.token_ids.tolist() for a in stored] == [a.token_ids.tolist() for a in made]
+    assert read_summary(answers_dir)["greedy"]
+    with pytest.raises(SpecDecError, match="greedy"):  # sampled answers do not join a greedy campaign
+        run_campaign(chat_target, answers_dir, features_dir, total_answers=8, batch=4, max_new_tokens=12)
 
 
 def test_a_campaign_resumes_and_refills_missing_features(chat_target, tmp_path):
@@ -195,4 +209,8 @@ def test_a_draft_trains_on_the_campaign_from_given_layers_and_token_list(chat_ta
 def test_answers_is_a_campaign_setting():
     with pytest.raises(SpecDecError, match="--campaign"):
         HeadTrainingConfig(answers=100)
+    with pytest.raises(SpecDecError, match="--campaign"):
+        HeadTrainingConfig(greedy=True)
+    with pytest.raises(SpecDecError, match="not both"):
+        HeadTrainingConfig(start_from_head=True, start_from_draft=True)
     assert HeadTrainingConfig(campaign=True, answers=100).answers == 100

@@ -1,5 +1,8 @@
 """The feature head (EAGLE-style) on a tiny target: training, exactness, features that roll back."""
 
+import json
+from dataclasses import replace
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -16,9 +19,11 @@ from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
-from specdec.models.feature_head import HEAD_WEIGHTS, load_head, save_head
+from specdec.models.feature_head import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD, load_head, save_head
 from specdec.models.loading import SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, LoadedModel
 from specdec.models.runs import generate
+from specdec.training import feature_head as head_training
+from specdec.training.campaign import run_campaign
 from specdec.training.feature_head import (
     FeatureExample,
     build_head,
@@ -262,6 +267,30 @@ def test_head_training_runs_end_to_end_and_the_result_loads(bundled_pair, tmp_pa
     pair = bundled_pair.with_drafter(str(tmp_path / "head-draft"))
     assert pair.head.head.feature_norm is not None and len(pair.head.head.decoder.layers) == 2
     assert len(generate(pair, ids, Settings(max_new_tokens=6)).token_ids) == 6
+
+
+@pytest.mark.slow  # the bundled target answers greedily, and the shipped head is read
+def test_the_shipped_head_trains_on_from_the_greedy_campaign(bundled_pair, tmp_path, monkeypatch):
+    answers_dir, features_dir = tmp_path / "greedy", tmp_path / "features"
+    run_campaign(bundled_pair.target, answers_dir, features_dir, total_answers=2, batch=2, max_new_tokens=6,
+                 greedy=True)
+    monkeypatch.setattr(head_training, "GREEDY_CAMPAIGN_ANSWERS", answers_dir)
+    monkeypatch.setattr(head_training, "campaign_features_folder", lambda greedy: features_dir)
+    head_tokens = json.loads((SHIPPED_HEAD / HEAD_TOKENS).read_text())
+    shipped = load_file(SHIPPED_HEAD / HEAD_WEIGHTS)
+    # At learning rate 0 a head started from the shipped one writes the shipped weights back.
+    config = HeadTrainingConfig(campaign=True, greedy=True, start_from_head=True, learning_rate=0.0,
+                                batch_size=2, max_steps=1, eval_every=1, eval_tokens=4)
+    card = train_head(bundled_pair.target, bundled_pair.target, head_tokens, tmp_path / "work",
+                      tmp_path / "head", config, log=lambda _: None)
+    assert card["answers"] == 2 and card["config"]["layers"] == 2
+    written = load_file(tmp_path / "head" / HEAD_WEIGHTS)
+    assert written.keys() == shipped.keys() and all(torch.equal(written[k], shipped[k]) for k in shipped)
+    # Negative control: one step at a learning rate above 0 moves it off the shipped weights.
+    train_head(bundled_pair.target, bundled_pair.target, head_tokens, tmp_path / "work-moved",
+               tmp_path / "moved", replace(config, learning_rate=1e-3), log=lambda _: None)
+    moved = load_file(tmp_path / "moved" / HEAD_WEIGHTS)
+    assert not all(torch.equal(moved[k], shipped[k]) for k in shipped)
 
 
 def test_a_head_reads_the_targets_earlier_layers_only_where_the_target_read(tiny_target, vocab, tmp_path):

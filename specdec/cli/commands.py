@@ -26,7 +26,7 @@ from specdec.errors import SpecDecError
 from specdec.lab.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
-from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
+from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
@@ -231,17 +231,19 @@ def run_campaign(args: argparse.Namespace) -> None:
         # layout a draft may get is slower for 64 rows).
         set_layout(target.model, ROWS)
         target.model.to(torch.bfloat16)
-    features_dir = args.features_dir or campaign_features_folder()
+    answers_dir = args.answers_dir or (GREEDY_CAMPAIGN_ANSWERS if args.greedy else CAMPAIGN_ANSWERS)
+    features_dir = args.features_dir or campaign_features_folder(args.greedy)
     # The bar's rate and ETA count this run's shards only (initial: those made before).
-    with tqdm(total=-(-args.answers // args.batch), initial=existing_shards(args.answers_dir),
+    with tqdm(total=-(-args.answers // args.batch), initial=existing_shards(answers_dir),
               desc="campaign shards", unit="shard") as bar:
         def progress(report: dict) -> None:
             bar.n = report["shard"]
             bar.set_postfix(tok_s=f"{report['answer_tokens_per_second']:.0f}")
             bar.refresh()
 
-        summary = run_campaign(target, args.answers_dir, features_dir, args.answers, args.batch,
-                               args.max_new_tokens, minutes=args.minutes, progress=progress)
+        summary = run_campaign(target, answers_dir, features_dir, args.answers, args.batch,
+                               args.max_new_tokens, minutes=args.minutes, progress=progress,
+                               greedy=args.greedy)
     print(json.dumps({k: summary[k] for k in ("shards", "answers", "answer_positions", "kinds")}))
 
 

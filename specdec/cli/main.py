@@ -9,7 +9,7 @@ from pathlib import Path
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
 
 EXIT_BAD_INPUT = 2
 
@@ -106,10 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "has passed (run it again to go on)")
     campaign.add_argument("--batch", type=int, default=64, help="answers sampled together: one shard (64)")
     campaign.add_argument("--max-new-tokens", type=int, default=160, help="answer length cap (160)")
-    campaign.add_argument("--answers-dir", type=Path, default=CAMPAIGN_ANSWERS,
-                          help="the answers' token ids (small: kept with the project)")
+    campaign.add_argument("--greedy", action="store_true", help="the target's greedy answers (the text T = 0 "
+                          "drafting meets) to the same prompts, in their own folders")
+    campaign.add_argument("--answers-dir", type=Path, help="the answers' token ids (small: kept with the "
+                          f"project; default {CAMPAIGN_ANSWERS.relative_to(ASSETS.parent)}, with --greedy "
+                          f"{GREEDY_CAMPAIGN_ANSWERS.relative_to(ASSETS.parent)})")
     campaign.add_argument("--features-dir", type=Path, help="the target's features (large; default: "
-                          "campaign-features in the specdec cache: ~/.cache/specdec or $SPECDEC_CACHE)")
+                          "campaign-features, with --greedy campaign-greedy-features, in the specdec cache: "
+                          "~/.cache/specdec or $SPECDEC_CACHE)")
 
     export = commands.add_parser("export-draft", help="the shipped draft as a standard transformers "
                                  "folder (and a GGUF file for llama.cpp)")

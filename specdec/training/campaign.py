@@ -34,9 +34,9 @@ SUMMARY_FILE = "campaign.json"
 SHORT_PROMPT = 96  # tokens, in the chat template: longer prompts are answered in a batch of their own
 
 
-def campaign_features_folder() -> Path:
+def campaign_features_folder(greedy: bool = False) -> Path:
     """The features: large (1.1 kB per position), so they live in the cache and are remade if absent."""
-    return cache_root() / "campaign-features"
+    return cache_root() / ("campaign-greedy-features" if greedy else "campaign-features")
 
 
 @dataclass
@@ -175,19 +175,22 @@ def existing_shards(answers_folder: Path) -> int:
 
 def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Path, total_answers: int,
                  batch: int, max_new_tokens: int, seed: int = 0, minutes: float | None = None,
-                 progress: Callable[[dict], None] | None = None) -> dict:
+                 progress: Callable[[dict], None] | None = None, greedy: bool = False) -> dict:
     """Write shards until `total_answers` answers exist (or `minutes` have passed: the shard under way
     finishes); fill in any missing features first. Returns the campaign's summary (also written beside
-    the answers)."""
+    the answers). `greedy`: the target's greedy answers (the text T = 0 drafting meets), not samples."""
     answers_folder.mkdir(parents=True, exist_ok=True)
     features_folder.mkdir(parents=True, exist_ok=True)
     shards = -(-total_answers // batch)
     summary = read_summary(answers_folder) or {"seed": seed, "batch": batch, "max_new_tokens": max_new_tokens,
-                                               "generation_seconds": 0.0, "generated_positions": 0}
-    if (summary["seed"], summary["batch"], summary["max_new_tokens"]) != (seed, batch, max_new_tokens):
+                                               "greedy": greedy, "generation_seconds": 0.0,
+                                               "generated_positions": 0}
+    settings = (summary["seed"], summary["batch"], summary["max_new_tokens"], summary.get("greedy", False))
+    if settings != (seed, batch, max_new_tokens, greedy):
         raise SpecDecError(f"{answers_folder} holds a campaign with seed {summary['seed']}, batch "
-                           f"{summary['batch']} and {summary['max_new_tokens']} new tokens: go on with "
-                           "those, or use another folder")
+                           f"{summary['batch']}, {summary['max_new_tokens']} new tokens and "
+                           f"{'greedy' if settings[3] else 'sampled'} answers: go on with those, or use "
+                           "another folder")
     done = existing_shards(answers_folder)
     for index in range(done):  # features made elsewhere are not here: read those answers once
         answers_path, features_path = shard_paths(answers_folder, features_folder, index)
@@ -202,7 +205,7 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
             break
         prompts = [campaign_prompt(i, seed) for i in range(index * batch, (index + 1) * batch)]
         shard_start = time.perf_counter()
-        answers = answer_shard(target, prompts, max_new_tokens, seed=seed * 1_000_003 + index)
+        answers = answer_shard(target, prompts, max_new_tokens, seed=seed * 1_000_003 + index, greedy=greedy)
         seconds = time.perf_counter() - shard_start
         answers_path, features_path = shard_paths(answers_folder, features_folder, index)
         save_features(answers, features_path)  # features first: answers without them are refilled

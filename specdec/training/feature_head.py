@@ -18,21 +18,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch.nn.utils.rnn import pad_sequence
 from tqdm import tqdm
-from transformers import LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec.config import HeadTrainingConfig
 from specdec.core.feature_head import FeatureHead, head_config
 from specdec.errors import SpecDecError
-from specdec.models.feature_head import save_head
+from specdec.models.feature_head import HEAD_WEIGHTS, SHIPPED_HEAD, save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
-from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
 from specdec.training.campaign import campaign_features_folder, load_campaign
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.train import (
@@ -284,6 +285,31 @@ def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, to
     return head
 
 
+def shipped_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0) -> FeatureHead:
+    """The shipped head in fp32, to train on from; with `layers`, also reading those of the target's
+    layers (their projection at zero), with `extra_decoder_layers`, that many more decoder layers (their
+    output projections at zero): either way it drafts exactly as the shipped head until trained."""
+    config = LlamaConfig.from_json_file(SHIPPED_HEAD / "config.json")
+    config.feature_layers = list(layers)
+    shipped_depth = config.num_hidden_layers
+    config.num_hidden_layers += extra_decoder_layers
+    head = FeatureHead(config).float()
+    shipped = load_file(SHIPPED_HEAD / HEAD_WEIGHTS)
+    head.load_state_dict({k: v.float() for k, v in shipped.items()}, strict=False)
+    if layers:
+        with torch.no_grad():
+            head.layer_fc.weight.zero_()
+            head.layer_norm.weight.copy_(head.feature_norm.weight)  # the embeddings' scale, as the feature's
+    with torch.no_grad():  # a residual layer whose attention and MLP write nothing passes its input on
+        for layer in head.decoder.layers[shipped_depth:]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    for norm in (head.feature_norm, head.layer_norm):
+        if norm is not None:
+            norm.requires_grad_(False)  # fixed scales, as the shipped head's
+    return head
+
+
 def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[int], work_folder: Path,
                output_folder: Path, config: HeadTrainingConfig, log=print,
                draft_layers: dict[str, torch.Tensor] | None = None) -> dict:
@@ -298,11 +324,13 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
 
     if config.campaign:
-        examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
-                    for a in load_campaign(CAMPAIGN_ANSWERS, campaign_features_folder(), config.answers)]
+        answers_folder = GREEDY_CAMPAIGN_ANSWERS if config.greedy else CAMPAIGN_ANSWERS
+        examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in
+                    load_campaign(answers_folder, campaign_features_folder(config.greedy), config.answers)]
         if not examples or (config.answers and len(examples) < config.answers):
+            command = "python -m specdec campaign" + " --greedy" * config.greedy
             raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
-                               "run `python -m specdec campaign` first (it also fills in missing features)")
+                               f"run `{command}` first (it also fills in missing features)")
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
@@ -319,7 +347,12 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
 
     embed = target.model.get_input_embeddings()
     output_rows = target.model.get_output_embeddings().weight.detach()[head_token_ids].float()
-    head = build_head(target.model, config.layers, draft_layers).train()
+    if config.start_from_head:
+        head = shipped_head()
+        config = replace(config, layers=head.config.num_hidden_layers)  # as the card should say
+    else:
+        head = build_head(target.model, config.layers, draft_layers)
+    head.train()
     trained = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.0)
     checkpoint_path = work_folder / "checkpoint.pt"
