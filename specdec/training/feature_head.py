@@ -290,7 +290,8 @@ def shipped_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0) -> F
     layers (their projection at zero), with `extra_decoder_layers`, that many more decoder layers (their
     output projections at zero): either way it drafts exactly as the shipped head until trained."""
     config = LlamaConfig.from_json_file(SHIPPED_HEAD / "config.json")
-    config.feature_layers = list(layers)
+    if layers:
+        config.feature_layers = list(layers)
     shipped_depth = config.num_hidden_layers
     config.num_hidden_layers += extra_decoder_layers
     head = FeatureHead(config).float()
