@@ -2,7 +2,9 @@
 
 Data: the target's own answers to the draft's training prompts (training.data), and the target's last
 hidden state at every position of them, computed once by teacher forcing (one batched forward pass per
-shard). Training then never runs the target.
+shard); or, with --campaign, the data campaign's answers, sampled or (--greedy) greedy, with the
+features kept while the target wrote them (training.campaign). Training then never runs the target.
+With --start-from-head it trains the shipped head on.
 
 Loss, at every answer position and for each of `unroll` drafting steps:
   cross-entropy between the target's p (from its feature, over the head's tokens) and the head's q,
