@@ -41,12 +41,14 @@ from tqdm import tqdm  # noqa: E402
 
 from specdec.config import HeadTrainingConfig  # noqa: E402
 from specdec.core.feature_head import FeatureHead  # noqa: E402
+from specdec.errors import SpecDecError  # noqa: E402
 from specdec.models.feature_head import HEAD_TOKENS, SHIPPED_HEAD  # noqa: E402
 from specdec.models.loading import load_model  # noqa: E402
-from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
-from specdec.training.campaign import campaign_features_folder, load_answers, load_campaign, shard_paths  # noqa: E402
+from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
+from specdec.training.campaign import load_answers, shard_paths  # noqa: E402
 from specdec.training.feature_head import (  # noqa: E402
     FeatureExample,
+    campaign_feature_examples,
     evaluate_head,
     head_step,
     held_out_eval_sets,
@@ -141,12 +143,10 @@ def main() -> None:
         examples += featured_shard(target, index, layers, args.work_root)
     greedy_examples = []
     if "greedy answers" in args.arms.split(","):
-        wanted = 64 * args.shards
-        greedy = load_campaign(GREEDY_CAMPAIGN_ANSWERS, campaign_features_folder(greedy=True), wanted)
-        if len(greedy) < wanted:
-            sys.exit(f"the greedy campaign has {len(greedy)} answers: run `python -m specdec campaign "
-                     f"--greedy --answers {wanted}` first")
-        greedy_examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in greedy]
+        try:
+            greedy_examples = campaign_feature_examples(greedy=True, answers=64 * args.shards)
+        except SpecDecError as error:
+            sys.exit(f"error: {error}")
     eval_sets = held_out_eval_sets(target, args.work_root, HeadTrainingConfig().eval_tokens, layers)
     if args.features_only:
         return

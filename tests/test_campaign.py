@@ -120,8 +120,7 @@ def test_greedy_answers_take_the_targets_argmax_after_every_position(chat_target
                                (a.features[a.answer_start - 1 : -1].float() @ output_head.T).argmax(-1))
                    for a in answers)
 
-    greedy = campaign.answer_shard(chat_target, prompts, 12, seed=0, greedy=True)
-    assert argmax_followed(greedy)
+    assert argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0, greedy=True))
     assert not argmax_followed(campaign.answer_shard(chat_target, prompts, 12, seed=0))
 
 

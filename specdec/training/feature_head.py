@@ -313,6 +313,18 @@ def shipped_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0) -> F
     return head
 
 
+def campaign_feature_examples(greedy: bool, answers: int = 0) -> list[FeatureExample]:
+    """The campaign's first `answers` answers (0: all), sampled or greedy, with their features."""
+    answers_folder = GREEDY_CAMPAIGN_ANSWERS if greedy else CAMPAIGN_ANSWERS
+    examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
+                for a in load_campaign(answers_folder, campaign_features_folder(greedy), answers)]
+    if not examples or (answers and len(examples) < answers):
+        command = "python -m specdec campaign" + " --greedy" * greedy
+        raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
+                           f"run `{command}` first (it also fills in missing features)")
+    return examples
+
+
 def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[int], work_folder: Path,
                output_folder: Path, config: HeadTrainingConfig, log=print,
                draft_layers: dict[str, torch.Tensor] | None = None) -> dict:
@@ -327,13 +339,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
 
     if config.campaign:
-        answers_folder = GREEDY_CAMPAIGN_ANSWERS if config.greedy else CAMPAIGN_ANSWERS
-        examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in
-                    load_campaign(answers_folder, campaign_features_folder(config.greedy), config.answers)]
-        if not examples or (config.answers and len(examples) < config.answers):
-            command = "python -m specdec campaign" + " --greedy" * config.greedy
-            raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
-                               f"run `{command}` first (it also fills in missing features)")
+        examples = campaign_feature_examples(config.greedy, config.answers)
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
