@@ -274,7 +274,7 @@ def test_the_shipped_head_trains_on_from_the_greedy_campaign(bundled_pair, tmp_p
     answers_dir, features_dir = tmp_path / "greedy", tmp_path / "features"
     run_campaign(bundled_pair.target, answers_dir, features_dir, total_answers=2, batch=2, max_new_tokens=6,
                  greedy=True)
-    monkeypatch.setattr(head_training, "GREEDY_CAMPAIGN_ANSWERS", answers_dir)
+    monkeypatch.setattr(head_training, "campaign_answers_folder", lambda greedy: answers_dir)
     monkeypatch.setattr(head_training, "campaign_features_folder", lambda greedy: features_dir)
     head_tokens = json.loads((SHIPPED_HEAD / HEAD_TOKENS).read_text())
     shipped = load_file(SHIPPED_HEAD / HEAD_WEIGHTS)

@@ -26,7 +26,7 @@ from specdec.errors import SpecDecError
 from specdec.lab.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
-from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
@@ -221,7 +221,12 @@ def run_train_head(args: argparse.Namespace) -> None:
 def run_campaign(args: argparse.Namespace) -> None:
     from specdec.core.matmul import ROWS, set_layout
     from specdec.models.loading import cpu_has_native_bf16, load_model
-    from specdec.training.campaign import campaign_features_folder, existing_shards, run_campaign
+    from specdec.training.campaign import (
+        campaign_answers_folder,
+        campaign_features_folder,
+        existing_shards,
+        run_campaign,
+    )
 
     if args.answers < 1 or args.batch < 1 or args.max_new_tokens < 1:
         raise SpecDecError("--answers, --batch and --max-new-tokens must be at least 1")
@@ -231,7 +236,7 @@ def run_campaign(args: argparse.Namespace) -> None:
         # layout a draft may get is slower for 64 rows).
         set_layout(target.model, ROWS)
         target.model.to(torch.bfloat16)
-    answers_dir = args.answers_dir or (GREEDY_CAMPAIGN_ANSWERS if args.greedy else CAMPAIGN_ANSWERS)
+    answers_dir = args.answers_dir or campaign_answers_folder(args.greedy)
     features_dir = args.features_dir or campaign_features_folder(args.greedy)
     # The bar's rate and ETA count this run's shards only (initial: those made before).
     with tqdm(total=-(-args.answers // args.batch), initial=existing_shards(answers_dir),

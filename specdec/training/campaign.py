@@ -9,7 +9,9 @@ It works in shards of `batch` answers and resumes at the first missing one:
   a shard whose features are missing (another machine) gets them by one teacher-forced pass.
 
 The target samples at temperature 1 from its full distribution: the answers are its own text, the
-text a drafter will meet. Answers are sampled together in one left-padded batch per shard.
+text a drafter will meet. Answers are sampled together in one left-padded batch per shard. A greedy
+campaign (`greedy=True`) answers the same prompts with the target's argmax, the text T = 0 drafting
+meets, in folders of its own.
 """
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ from safetensors.torch import load_file, save_file
 
 from specdec.errors import SpecDecError
 from specdec.models.loading import LoadedModel, cache_root
+from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
 from specdec.training.campaign_prompts import KINDS, campaign_prompt
 from specdec.training.data import Example, top_labels, write_shards
 
 ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
 SUMMARY_FILE = "campaign.json"
 SHORT_PROMPT = 96  # tokens, in the chat template: longer prompts are answered in a batch of their own
+
+
+def campaign_answers_folder(greedy: bool = False) -> Path:
+    """The answers' token ids: small, so they are kept with the project."""
+    return GREEDY_CAMPAIGN_ANSWERS if greedy else CAMPAIGN_ANSWERS
 
 
 def campaign_features_folder(greedy: bool = False) -> Path:

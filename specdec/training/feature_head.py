@@ -35,8 +35,8 @@ from specdec.core.feature_head import FeatureHead, head_config
 from specdec.errors import SpecDecError
 from specdec.models.feature_head import HEAD_WEIGHTS, SHIPPED_HEAD, save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
-from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
-from specdec.training.campaign import campaign_features_folder, load_campaign
+from specdec.paths import HELD_OUT_PROMPT_SETS
+from specdec.training.campaign import campaign_answers_folder, campaign_features_folder, load_campaign
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.train import (
     budget_spent,
@@ -315,9 +315,8 @@ def shipped_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0) -> F
 
 def campaign_feature_examples(greedy: bool, answers: int = 0) -> list[FeatureExample]:
     """The campaign's first `answers` answers (0: all), sampled or greedy, with their features."""
-    answers_folder = GREEDY_CAMPAIGN_ANSWERS if greedy else CAMPAIGN_ANSWERS
-    examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind)
-                for a in load_campaign(answers_folder, campaign_features_folder(greedy), answers)]
+    campaign = load_campaign(campaign_answers_folder(greedy), campaign_features_folder(greedy), answers)
+    examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in campaign]
     if not examples or (answers and len(examples) < answers):
         command = "python -m specdec campaign" + " --greedy" * greedy
         raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
