@@ -185,7 +185,7 @@ def test_the_drafts_labels_are_the_targets_top_tokens_read_off_the_stored_featur
 def test_a_draft_trains_on_the_campaign_from_given_layers_and_token_list(chat_target, tmp_path, monkeypatch):
     answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
     run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8)
-    monkeypatch.setattr(train, "CAMPAIGN_ANSWERS", answers_dir)
+    monkeypatch.setattr(train, "campaign_answers_folder", lambda: answers_dir)
     monkeypatch.setattr(train, "campaign_features_folder", lambda: features_dir)
     start = build_draft(chat_target.model, layers=1)
     with torch.no_grad():

@@ -23,8 +23,12 @@ from transformers import LlamaForCausalLM
 from specdec.config import DraftTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel, cpu_has_native_bf16
-from specdec.paths import CAMPAIGN_ANSWERS, TRAINING_EVAL_SETS
-from specdec.training.campaign import campaign_features_folder, labelled_campaign_shards
+from specdec.paths import TRAINING_EVAL_SETS
+from specdec.training.campaign import (
+    campaign_answers_folder,
+    campaign_features_folder,
+    labelled_campaign_shards,
+)
 from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards, right_padded
 
 
@@ -224,7 +228,7 @@ def train_draft(
     if config.campaign:
         bar, progress = shard_progress("campaign answers (labels from their features)")
         with bar:
-            shards = labelled_campaign_shards(target, CAMPAIGN_ANSWERS, campaign_features_folder(),
+            shards = labelled_campaign_shards(target, campaign_answers_folder(), campaign_features_folder(),
                                               work_folder / "campaign", config.label_top_k, progress)
         if not shards:
             raise SpecDecError("the campaign has no answers yet: run `python -m specdec campaign` first")
