@@ -44,8 +44,8 @@ from specdec.core.feature_head import FeatureHead  # noqa: E402
 from specdec.errors import SpecDecError  # noqa: E402
 from specdec.models.feature_head import HEAD_TOKENS, SHIPPED_HEAD  # noqa: E402
 from specdec.models.loading import load_model  # noqa: E402
-from specdec.paths import BUNDLED_TARGET, CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS  # noqa: E402
-from specdec.training.campaign import load_answers, shard_paths  # noqa: E402
+from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS  # noqa: E402
+from specdec.training.campaign import ANSWERS_PATTERN, campaign_answers_folder, load_answers  # noqa: E402
 from specdec.training.feature_head import (  # noqa: E402
     FeatureExample,
     campaign_feature_examples,
@@ -66,7 +66,7 @@ def featured_shard(target, index: int, layers: list[int], work: Path, batch_size
                    ) -> list[FeatureExample]:
     """Campaign shard `index` with the target's last hidden state and chosen layers (made once, kept)."""
     path = work / f"features-{'-'.join(map(str, layers))}-{index:04d}.safetensors"
-    answers = load_answers(shard_paths(CAMPAIGN_ANSWERS, CAMPAIGN_ANSWERS, index)[0])
+    answers = load_answers(campaign_answers_folder() / ANSWERS_PATTERN.format(index))
     if not path.exists():
         # Batches of like lengths: a right-padded batch costs its longest sequence in every row.
         order = sorted(range(len(answers)), key=lambda i: len(answers[i].token_ids))
