@@ -196,7 +196,7 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         assert metric(page, "Rounds") == "1"
         assert page.locator(".sd-tok").count() > 0
         show_stage(page, "3 · Accept?")
-        assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0
+        page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)  # drawn
         # While a Step runs, the round view's elements are stale but do not fade: on a busy server
         # a fade would repaint every waiting browser frame by frame.
         seen = page.evaluate(STEP_AND_WATCH_FADES)
@@ -277,10 +277,11 @@ def test_feature_head_round_shows_what_it_read():
         step(page)
         show_stage(page, STAGES[0])
         page.get_by_text("What the feature head read.").wait_for()
-        page.wait_for_timeout(400)  # let Plotly finish drawing
+        heatmap = page.locator(".js-plotly-plot .heatmaplayer")
+        heatmap.first.wait_for(timeout=60_000)  # Plotly draws after the data arrives
         page.screenshot(path=ARTIFACTS / "bundled-head-stage1.png", full_page=True)
         assert "hidden state at token" in page.inner_text("body")
-        assert page.locator(".js-plotly-plot .heatmaplayer").count() == 1
+        assert heatmap.count() == 1
         assert "feature head" in page.get_by_test_id("stSidebar").inner_text()
 
 
