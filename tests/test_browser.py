@@ -103,11 +103,14 @@ def metric(page, label: str) -> str:
 
 
 def wait_idle(page) -> None:
-    """Until Streamlit says the script is no longer running."""
+    """Until Streamlit says the script is no longer running and every Plotly chart has drawn (Plotly's
+    script loads on first use and draws after the data arrives)."""
     page.wait_for_timeout(500)
     page.wait_for_function(
         """() => !document.querySelector('[data-testid="stStatusWidget"]')
-                 && !document.querySelector('[data-stale="true"]')""",
+                 && !document.querySelector('[data-stale="true"]')
+                 && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+                        .every(chart => chart.querySelector('.main-svg'))""",
         timeout=60_000,
     )
     page.wait_for_timeout(300)
@@ -177,7 +180,6 @@ def screenshot_stages(page, prefix: str, rounds: int = 1) -> list[Path]:
     saved = []
     for number, stage in enumerate(STAGES, start=1):
         show_stage(page, stage)
-        page.wait_for_timeout(400)  # let Plotly finish drawing
         path = ARTIFACTS / f"{prefix}-stage{number}.png"
         page.screenshot(path=path, full_page=True)
         saved.append(path)
@@ -196,7 +198,7 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         assert metric(page, "Rounds") == "1"
         assert page.locator(".sd-tok").count() > 0
         show_stage(page, "3 · Accept?")
-        page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)  # drawn
+        assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0
         # While a Step runs, the round view's elements are stale but do not fade: on a busy server
         # a fade would repaint every waiting browser frame by frame.
         seen = page.evaluate(STEP_AND_WATCH_FADES)
@@ -277,11 +279,10 @@ def test_feature_head_round_shows_what_it_read():
         step(page)
         show_stage(page, STAGES[0])
         page.get_by_text("What the feature head read.").wait_for()
-        heatmap = page.locator(".js-plotly-plot .heatmaplayer")
-        heatmap.first.wait_for(timeout=60_000)  # Plotly draws after the data arrives
+        wait_idle(page)
         page.screenshot(path=ARTIFACTS / "bundled-head-stage1.png", full_page=True)
         assert "hidden state at token" in page.inner_text("body")
-        assert heatmap.count() == 1
+        assert page.locator(".js-plotly-plot .heatmaplayer").count() == 1
         assert "feature head" in page.get_by_test_id("stSidebar").inner_text()
 
 

@@ -53,7 +53,7 @@ def set_number(page, label: str, value: int) -> None:
 
 
 def shot(page, name: str) -> None:
-    page.wait_for_timeout(600)  # Plotly draws after the data arrives
+    wait_idle(page)  # every Plotly chart drawn
     page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
 
 
