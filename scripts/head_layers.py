@@ -53,7 +53,7 @@ from specdec.training.feature_head import (  # noqa: E402
     head_step,
     held_out_eval_sets,
     make_batch,
-    shipped_head,
+    saved_head,
     target_layer_features,
 )
 from specdec.training.train import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
@@ -161,7 +161,7 @@ def main() -> None:
         results = {"settings": settings}
     results["answers"] = len(examples)
     results["answer_positions"] = sum(len(e.token_ids) - e.answer_start for e in examples)
-    shipped = shipped_head()
+    shipped = saved_head()
     probe = make_batch(eval_sets["code"][:1], embed)
     results["shipped"] = evaluated(shipped, eval_sets, embed, output_rows)
     if greedy_examples:  # the shipped head on text of its training prompts: sampled, as it trained, or greedy
@@ -171,7 +171,7 @@ def main() -> None:
     for arm in args.arms.split(","):
         if arm in results:
             continue
-        head = shipped_head(layers if arm == "+ layers" else [], ARMS[arm])
+        head = saved_head(layers if arm == "+ layers" else [], ARMS[arm])
         with torch.no_grad():  # every arm starts as the shipped head
             mask = probe.attention_mask
             torch.testing.assert_close(head(probe.embeddings, probe.features, attention_mask=mask,

@@ -155,6 +155,8 @@ class HeadTrainingConfig:
     greedy: bool = setting(False, "with --campaign: the greedy campaign's answers (campaign --greedy), the "
                                   "text T = 0 drafting meets, not the sampled ones")
     start_from_head: bool = setting(False, "start from the shipped head (and train it on), not a new one")
+    start_head_folder: str = setting("", "with --start-from-head: start from the head in this folder (one "
+                                         "train-head wrote), not the shipped one")
     code_share: float = setting(0.0, "with --campaign: the share of each step's answers drawn from its code "
                                      "answers (0: as the data has them, a third)")
     feature_batch: int = setting(16, "answers per teacher-forced pass that computes the target's features")
@@ -178,6 +180,8 @@ class HeadTrainingConfig:
             raise SpecDecError("--greedy picks the greedy campaign's answers: with --campaign")
         if self.start_from_head and self.start_from_draft:
             raise SpecDecError("start from the shipped head or from the draft, not both")
+        if self.start_head_folder and not self.start_from_head:
+            raise SpecDecError("--start-head-folder names the head to start from: with --start-from-head")
 
 
 def _check_code_share(code_share: float, campaign: bool) -> None:

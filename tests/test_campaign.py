@@ -212,4 +212,6 @@ def test_answers_is_a_campaign_setting():
         HeadTrainingConfig(greedy=True)
     with pytest.raises(SpecDecError, match="not both"):
         HeadTrainingConfig(start_from_head=True, start_from_draft=True)
+    with pytest.raises(SpecDecError, match="with --start-from-head"):
+        HeadTrainingConfig(start_head_folder="some/head")
     assert HeadTrainingConfig(campaign=True, answers=100).answers == 100

@@ -291,6 +291,16 @@ def test_the_shipped_head_trains_on_from_the_greedy_campaign(bundled_pair, tmp_p
                tmp_path / "moved", replace(config, learning_rate=1e-3), log=lambda _: None)
     moved = load_file(tmp_path / "moved" / HEAD_WEIGHTS)
     assert not all(torch.equal(moved[k], shipped[k]) for k in shipped)
+    # --start-head-folder starts from that head instead: at learning rate 0 it writes the moved weights.
+    train_head(bundled_pair.target, bundled_pair.target, head_tokens, tmp_path / "work-from-moved",
+               tmp_path / "from-moved", replace(config, start_head_folder=str(tmp_path / "moved")),
+               log=lambda _: None)
+    from_moved = load_file(tmp_path / "from-moved" / HEAD_WEIGHTS)
+    assert all(torch.equal(from_moved[k], moved[k]) for k in moved)
+    with pytest.raises(SpecDecError, match="no saved head"):
+        train_head(bundled_pair.target, bundled_pair.target, head_tokens, tmp_path / "work-none",
+                   tmp_path / "none", replace(config, start_head_folder=str(tmp_path / "absent")),
+                   log=lambda _: None)
 
 
 def test_a_head_reads_the_targets_earlier_layers_only_where_the_target_read(tiny_target, vocab, tmp_path):

@@ -287,29 +287,37 @@ def build_head(target: LlamaForCausalLM, layers: int, draft_layers: dict[str, to
     return head
 
 
-def shipped_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0) -> FeatureHead:
-    """The shipped head in fp32, to train on from; with `layers`, also reading those of the target's
-    layers (their projection at zero), with `extra_decoder_layers`, that many more decoder layers (their
-    output projections at zero): either way it drafts exactly as the shipped head until trained."""
-    config = LlamaConfig.from_json_file(SHIPPED_HEAD / "config.json")
+def check_saved_head(folder: Path) -> None:
+    if not (folder / HEAD_WEIGHTS).is_file() or not (folder / "config.json").is_file():
+        raise SpecDecError(f"no saved head in {folder}: a head folder holds {HEAD_WEIGHTS} and config.json")
+
+
+def saved_head(layers: Sequence[int] = (), extra_decoder_layers: int = 0,
+               folder: Path = SHIPPED_HEAD) -> FeatureHead:
+    """A saved head (the shipped one, or another `folder` that train-head wrote) in fp32, to train on
+    from; with `layers`, also reading those of the target's layers (their projection at zero), with
+    `extra_decoder_layers`, that many more decoder layers (their output projections at zero): either way
+    it drafts exactly as the saved head until trained."""
+    check_saved_head(folder)
+    config = LlamaConfig.from_json_file(folder / "config.json")
     if layers:
         config.feature_layers = list(layers)
-    shipped_depth = config.num_hidden_layers
+    saved_depth = config.num_hidden_layers
     config.num_hidden_layers += extra_decoder_layers
     head = FeatureHead(config).float()
-    shipped = load_file(SHIPPED_HEAD / HEAD_WEIGHTS)
-    head.load_state_dict({k: v.float() for k, v in shipped.items()}, strict=False)
+    saved = load_file(folder / HEAD_WEIGHTS)
+    head.load_state_dict({k: v.float() for k, v in saved.items()}, strict=False)
     if layers:
         with torch.no_grad():
             head.layer_fc.weight.zero_()
             head.layer_norm.weight.copy_(head.feature_norm.weight)  # the embeddings' scale, as the feature's
     with torch.no_grad():  # a residual layer whose attention and MLP write nothing passes its input on
-        for layer in head.decoder.layers[shipped_depth:]:
+        for layer in head.decoder.layers[saved_depth:]:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
     for norm in (head.feature_norm, head.layer_norm):
         if norm is not None:
-            norm.requires_grad_(False)  # fixed scales, as the shipped head's
+            norm.requires_grad_(False)  # fixed scales, as the saved head's
     return head
 
 
@@ -333,6 +341,9 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     `target` is the model the head will draft for: its features are what the head learns to read.
     `draft_layers`: a trained draft's layers to start from (see build_head).
     """
+    start_folder = Path(config.start_head_folder) if config.start_head_folder else SHIPPED_HEAD
+    if config.start_from_head:
+        check_saved_head(start_folder)  # before the data and the features are loaded, not after
     torch.manual_seed(0)
     work_folder.mkdir(parents=True, exist_ok=True)
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()  # forward passes in bf16; weights stay fp32
@@ -356,7 +367,7 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
     embed = target.model.get_input_embeddings()
     output_rows = target.model.get_output_embeddings().weight.detach()[head_token_ids].float()
     if config.start_from_head:
-        head = shipped_head()
+        head = saved_head(folder=start_folder)
         config = replace(config, layers=head.config.num_hidden_layers)  # as the card should say
     else:
         head = build_head(target.model, config.layers, draft_layers)
