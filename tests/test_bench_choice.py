@@ -46,6 +46,19 @@ def test_the_default_stays_unless_another_row_leads_it_by_more_than_the_noise():
     assert measured_best(runs[:1], keep_within=0.04)[0] == "B"
 
 
+def test_a_drafter_without_a_batched_form_is_never_chosen():
+    """The default drafts for the batched page too, and a feature head has none: the bundled head is
+    left out however fast it ran (the negative control: the same report with the head named as a
+    draft model picks it)."""
+    run = report(code={"lookup, draft": 1.57, "lookup, head": 1.62}, prose={"lookup, draft": 1.1,
+                                                                         "lookup, head": 1.2})
+    run["method_names"] = {"lookup, draft": "ngram+bundled:SmolLM2-135M-Instruct-draft, adaptive",
+                           "lookup, head": f"ngram+{BUNDLED_HEAD}, adaptive"}
+    assert measured_best([run])[0] == "ngram+bundled:SmolLM2-135M-Instruct-draft, adaptive"
+    run["method_names"]["lookup, head"] = "ngram+some/draft-model, adaptive"
+    assert measured_best([run])[0] == "ngram+some/draft-model, adaptive"
+
+
 def test_rows_pool_by_the_drafter_they_ran_not_by_their_label():
     """A lone head reads "n-gram, then head" whichever head it is: two races of two heads must not
     pool into one row."""

@@ -309,9 +309,10 @@ def run_bench_sets(
 def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: float = 0.0
                   ) -> tuple[str | None, dict[str, dict]]:
     """The rule the bundled target's default drafter is chosen by, over bench reports from several
-    machines: of the speculative rows never slower than the target alone on any set of any report, the
-    one fastest on `fastest_on` (by its lower ratio over the reports: a default must suit every
-    machine). The reports' current default stays unless another row leads it there by more than
+    machines: of the speculative rows never slower than the target alone on any set of any report, and
+    whose drafter has a batched form (`serves_batches`), the one fastest on `fastest_on` (by its lower
+    ratio over the reports: a default must suit every machine). The reports' current default stays
+    unless another row leads it there by more than
     `keep_within` (a lead inside the runs' noise is no reason to change). Rows are pooled by their
     `method_names` (a drafter's label depends on what else raced), by label in reports without them.
     -> (the chosen row's name or None, per row name: its worst ratio anywhere and its ratio on
@@ -331,14 +332,22 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     def lower_ratio(name: str) -> float | None:
         return min((ratio for ratio in rows[name][fastest_on] if ratio is not None), default=None)
 
-    never_slower = [name for name, figures in rows.items()
-                    if figures["worst"] >= 1.0 and lower_ratio(name) is not None]
+    candidates = [name for name, figures in rows.items()
+                  if figures["worst"] >= 1.0 and lower_ratio(name) is not None and serves_batches(name)]
 
-    chosen = max(never_slower, key=lower_ratio, default=None)
+    chosen = max(candidates, key=lower_ratio, default=None)
     current = row_name(reports[0], reports[0].get("default_method")) if reports else None
-    if current in never_slower and lower_ratio(chosen) - lower_ratio(current) <= keep_within:
+    if current in candidates and lower_ratio(chosen) - lower_ratio(current) <= keep_within:
         chosen = current
     return chosen, rows
+
+
+def serves_batches(name: str) -> bool:
+    """Whether a bench row's drafter has a batched form, as the default's must: the default drafts for
+    the batched page and commands too ("A class is a batch"), where a feature head is refused
+    (models.batch_runs.check_batchable)."""
+    drafter = name.split(",")[0].removeprefix(LOOKUP_FIRST)
+    return not is_head(drafter)
 
 
 def row_name(report: dict, label: str | None) -> str | None:
