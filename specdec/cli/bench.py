@@ -313,8 +313,8 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     whose drafter has a batched form (`serves_batches`), the one fastest on `fastest_on` (by its lower
     ratio over the reports: a default must suit every machine). The reports' current default stays
     unless another row leads it there by more than `keep_within` (a lead inside the runs' noise is no
-    reason to change). Rows are pooled by their
-    `method_names` (a drafter's label depends on what else raced), by label in reports without them.
+    reason to change). Rows are pooled by their `method_names` (a drafter's label depends on what else
+    raced), by label in reports without them.
     -> (the chosen row's name or None, per row name: its worst ratio anywhere and its ratio on
     `fastest_on` in each report, None in a report where it did not run there)."""
     rows: dict[str, dict] = {}
