@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdec.cli.bench import measured_best, row_name, serves_batches  # noqa: E402
+from specdec.cli.bench import measured_best, row_name  # noqa: E402
 
 # One drafter's code ratio moves between reports of one machine on one day (the default's, 2026-12-02:
 # 1.53x to 1.62x over six, standard deviation 0.037x): a smaller lead is noise, not a reason to change.
@@ -40,7 +40,7 @@ def main() -> None:
                          for ratio in figures["code"])
         mark = "  <- chosen" if label == chosen else ""
         mark += "  (the default)" if label == default else ""
-        mark += "" if serves_batches(label) else "  (no batched form: not a candidate)"
+        mark += "" if figures["batched"] else "  (no batched form: not a candidate)"
         print(f"{label:<{width}} {codes} {figures['worst']:>14.2f}x{mark}")
     if chosen is None:
         print("no drafter is at least as fast as the target alone on every set")

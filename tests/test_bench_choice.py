@@ -59,17 +59,34 @@ def test_a_drafter_without_a_batched_form_is_never_chosen():
     assert measured_best([run])[0] == "ngram+some/draft-model, adaptive"
 
 
+@pytest.mark.parametrize("head_label", ["n-gram, then head, adaptive", "feature head (new-head), γ fixed"])
+def test_a_head_is_known_by_its_label_where_its_name_cannot_tell(head_label):
+    """A report from before `method_names` names its rows by label, and a head's folder from another
+    machine is not here to be read: the label still says "head" (the negative control: the same row
+    labelled as a draft model's is chosen)."""
+    run = report(code={"n-gram, then model, adaptive": 1.57, head_label: 1.62},
+                 prose={"n-gram, then model, adaptive": 1.1, head_label: 1.2})
+    chosen, rows = measured_best([run])
+    assert chosen == "n-gram, then model, adaptive" and not rows[head_label]["batched"]
+    run["method_names"] = {head_label: "ngram+heads/from-elsewhere, adaptive"}  # no such folder here
+    assert measured_best([run])[0] == "n-gram, then model, adaptive"
+    run["method_names"] = {}
+    for entry in run["sets"].values():
+        entry["methods"]["draft model, adaptive"] = entry["methods"].pop(head_label)
+    assert measured_best([run])[0] == "draft model, adaptive"
+
+
 def test_rows_pool_by_the_drafter_they_ran_not_by_their_label():
-    """A lone head reads "n-gram, then head" whichever head it is: two races of two heads must not
-    pool into one row."""
-    first = report(code={"n-gram, then head, adaptive": 1.7}, prose={"n-gram, then head, adaptive": 1.2})
-    second = report(code={"n-gram, then head, adaptive": 1.5}, prose={"n-gram, then head, adaptive": 0.9})
-    first["method_names"] = {"n-gram, then head, adaptive": "ngram+heads/new, adaptive"}
-    second["method_names"] = {"n-gram, then head, adaptive": "ngram+heads/old, adaptive"}
+    """A lone draft model reads "n-gram, then model" whichever model it is: two races of two models
+    must not pool into one row."""
+    first = report(code={"n-gram, then model, adaptive": 1.7}, prose={"n-gram, then model, adaptive": 1.2})
+    second = report(code={"n-gram, then model, adaptive": 1.5}, prose={"n-gram, then model, adaptive": 0.9})
+    first["method_names"] = {"n-gram, then model, adaptive": "ngram+drafts/new, adaptive"}
+    second["method_names"] = {"n-gram, then model, adaptive": "ngram+drafts/old, adaptive"}
     chosen, rows = measured_best([first, second])
-    assert set(rows) == {"ngram+heads/new, adaptive", "ngram+heads/old, adaptive"}
-    assert rows["ngram+heads/new, adaptive"]["code"] == [1.7, None]  # per report, None where it did not run
-    assert chosen == "ngram+heads/new, adaptive"  # the old head's slow prose is not held against it
+    assert set(rows) == {"ngram+drafts/new, adaptive", "ngram+drafts/old, adaptive"}
+    assert rows["ngram+drafts/new, adaptive"]["code"] == [1.7, None]  # per report, None where it did not run
+    assert chosen == "ngram+drafts/new, adaptive"  # the old draft's slow prose is not held against it
     del first["method_names"], second["method_names"]  # reports from before names: pooled by label
     assert measured_best([first, second])[0] is None
 

@@ -28,6 +28,7 @@ from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_
 DEFAULT_PROMPT_SETS = list(HELD_OUT_PROMPT_SETS.values())
 
 TARGET_ONLY, SPECULATIVE, HF_ASSISTED = "target only", "speculative", "HF assisted"
+HEAD_LABELS = ("feature head", "n-gram, then head")  # how a head's rows read: alone, behind lookup
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ class Method:
         if self.drafter == NGRAM:
             return "n-gram"
         model = self.drafter.removeprefix(LOOKUP_FIRST)
-        alone, behind_lookup = ("feature head", "head") if is_head(model) else ("draft model", "model")
-        label = f"n-gram, then {behind_lookup}" if self.drafter.startswith(LOOKUP_FIRST) else alone
+        alone, behind_lookup = HEAD_LABELS if is_head(model) else ("draft model", "n-gram, then model")
+        label = behind_lookup if self.drafter.startswith(LOOKUP_FIRST) else alone
         return f"{label} ({Path(model).name})" if self.named else label
 
 
@@ -315,17 +316,20 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     unless another row leads it there by more than `keep_within` (a lead inside the runs' noise is no
     reason to change). Rows are pooled by their `method_names` (a drafter's label depends on what else
     raced), by label in reports without them.
-    -> (the chosen row's name or None, per row name: its worst ratio anywhere and its ratio on
-    `fastest_on` in each report, None in a report where it did not run there)."""
+    -> (the chosen row's name or None, per row name: its worst ratio anywhere, its ratio on
+    `fastest_on` in each report (None in a report where it did not run there) and whether it serves
+    batches)."""
     rows: dict[str, dict] = {}
     for number, report in enumerate(reports):
         for set_name, entry in report["sets"].items():
             for label, row in entry["methods"].items():
                 if label == TARGET_ONLY:
                     continue
-                figures = rows.setdefault(row_name(report, label),
-                                          {"worst": float("inf"), fastest_on: [None] * len(reports)})
+                name = row_name(report, label)
+                figures = rows.setdefault(name, {"worst": float("inf"), fastest_on: [None] * len(reports),
+                                                 "batched": True})
                 figures["worst"] = min(figures["worst"], row["over_target_only"])
+                figures["batched"] &= serves_batches(name, label)
                 if set_name == fastest_on:
                     figures[fastest_on][number] = row["over_target_only"]
 
@@ -333,7 +337,7 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
         return min((ratio for ratio in rows[name][fastest_on] if ratio is not None), default=None)
 
     candidates = [name for name, figures in rows.items()
-                  if figures["worst"] >= 1.0 and lower_ratio(name) is not None and serves_batches(name)]
+                  if figures["worst"] >= 1.0 and lower_ratio(name) is not None and figures["batched"]]
 
     chosen = max(candidates, key=lower_ratio, default=None)
     current = row_name(reports[0], reports[0].get("default_method")) if reports else None
@@ -342,12 +346,14 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     return chosen, rows
 
 
-def serves_batches(name: str) -> bool:
+def serves_batches(name: str, label: str = "") -> bool:
     """Whether a bench row's drafter has a batched form, as the default's must: the default drafts for
     the batched page and commands too ("A class is a batch"), where a feature head is refused
-    (models.batch_runs.check_batchable)."""
+    (models.batch_runs.check_batchable). A head is known by its name where its folder is here, else by
+    its row's label (a head's folder on another machine; a report from before `method_names`, whose
+    rows are named by label)."""
     drafter = name.split(",")[0].removeprefix(LOOKUP_FIRST)
-    return not is_head(drafter)
+    return not (is_head(drafter) or name.startswith(HEAD_LABELS) or label.startswith(HEAD_LABELS))
 
 
 def row_name(report: dict, label: str | None) -> str | None:
