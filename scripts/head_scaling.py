@@ -15,7 +15,8 @@ draft (its acceptance rate α at T = 1) and the share of first drafts equal to t
 T = 0), per held-out kind, and writes them to work-root/scaling.json. Last, per kind, the least-squares rise
 of agreement per doubling of the answers, and from it how many answers would reach the goals (GOALS).
 --evaluate trains nothing: it reads back the shipped head and the heads in the folders given, evaluates
-them alike on the held-out set in work-root (made there if missing), and writes work-root/evaluated.json.
+them alike on the held-out set in work-root (made there if missing; --eval-tokens sets its answers' length),
+and writes work-root/evaluated.json.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def train(answers: int, options: list[str], work: Path) -> dict:
     return json.loads((work / "head" / "training.json").read_text())
 
 
-def evaluate_saved(heads: dict[str, str], eval_folder: Path) -> dict[str, dict]:
+def evaluate_saved(heads: dict[str, str], eval_folder: Path, tokens: int | None = None) -> dict[str, dict]:
     """Each head (a folder or the bundled name), as bench would load it, on the held-out set kept in
-    `eval_folder` (made there first if missing)."""
+    `eval_folder` (made there first if missing): the target's greedy answers of `tokens` tokens (training's
+    evaluation length where None)."""
     from specdec.config import HeadTrainingConfig
     from specdec.models.feature_head import load_head
     from specdec.models.loading import load_model
@@ -68,7 +70,7 @@ def evaluate_saved(heads: dict[str, str], eval_folder: Path) -> dict[str, dict]:
     from specdec.training.feature_head import evaluate_head, held_out_eval_sets
 
     target = load_model(BUNDLED_TARGET)
-    eval_sets = held_out_eval_sets(target, eval_folder, HeadTrainingConfig().eval_tokens)
+    eval_sets = held_out_eval_sets(target, eval_folder, tokens or HeadTrainingConfig().eval_tokens)
     embed = target.model.get_input_embeddings()
     figures = {}
     for label, name in heads.items():
@@ -100,12 +102,14 @@ def main() -> None:
     budget.add_argument("--steps", type=int, help="training steps per point (instead of a time budget)")
     parser.add_argument("--code-share", type=float, help="the share of each step's answers that are code")
     parser.add_argument("--work-root", type=Path, default=ROOT / ".cache" / "head-scaling")
+    parser.add_argument("--eval-tokens", type=int, help="with --evaluate: the held-out answers' length "
+                        "(default: training's, 96); longer answers give more positions to count")
     args = parser.parse_args()
     from specdec.paths import BUNDLED_HEAD
 
     if args.evaluate:
         figures = evaluate_saved({"shipped": BUNDLED_HEAD} | {str(f): str(f) for f in args.evaluate},
-                                 args.work_root)
+                                 args.work_root, args.eval_tokens)
         (args.work_root / "evaluated.json").write_text(json.dumps(figures, indent=1))
         print_figures(figures, {})
         return
