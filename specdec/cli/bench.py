@@ -346,14 +346,14 @@ def measured_best(reports: list[dict], fastest_on: str = "code", keep_within: fl
     return chosen, rows
 
 
-def serves_batches(name: str, label: str = "") -> bool:
+def serves_batches(name: str, label: str) -> bool:
     """Whether a bench row's drafter has a batched form, as the default's must: the default drafts for
     the batched page and commands too ("A class is a batch"), where a feature head is refused
-    (models.batch_runs.check_batchable). A head is known by its name where its folder is here, else by
-    its row's label (a head's folder on another machine; a report from before `method_names`, whose
-    rows are named by label)."""
+    (models.batch_runs.check_batchable). A head is known by its name (`row_name`) where its folder is
+    here, else by its row's label (a head's folder on another machine; a report from before
+    `method_names`, where the name is the label)."""
     drafter = name.split(",")[0].removeprefix(LOOKUP_FIRST)
-    return not (is_head(drafter) or name.startswith(HEAD_LABELS) or label.startswith(HEAD_LABELS))
+    return not (is_head(drafter) or label.startswith(HEAD_LABELS))
 
 
 def row_name(report: dict, label: str | None) -> str | None:
