@@ -130,6 +130,8 @@ class DraftTrainingConfig:
     head_tokens: int = setting(8192, "tokens the draft's reduced head scores (FR-Spec); 0 = all")
     campaign: bool = setting(False, "train on the data campaign's answers (python -m specdec campaign), "
                                     "labelled from its stored features, instead of making answers")
+    greedy: bool = setting(False, "with --campaign: the greedy campaign's answers (campaign --greedy), the "
+                                  "text T = 0 drafting meets, not the sampled ones")
     code_share: float = setting(0.0, "the share of each step's answers drawn from code answers (0: as the "
                                      "data has them); with --campaign")
     start_from_shipped: bool = setting(False, "start from the shipped draft's layers and keep its token "
@@ -137,6 +139,7 @@ class DraftTrainingConfig:
 
     def __post_init__(self) -> None:
         _check_code_share(self.code_share, self.campaign)
+        _check_greedy(self.greedy, self.campaign)
 
 
 @dataclass(frozen=True)
@@ -176,12 +179,16 @@ class HeadTrainingConfig:
         if self.answers < 0 or (self.answers and not self.campaign):
             raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
         _check_code_share(self.code_share, self.campaign)
-        if self.greedy and not self.campaign:
-            raise SpecDecError("--greedy picks the greedy campaign's answers: with --campaign")
+        _check_greedy(self.greedy, self.campaign)
         if self.start_from_head and self.start_from_draft:
             raise SpecDecError("start from the shipped head or from the draft, not both")
         if self.start_head_folder and not self.start_from_head:
             raise SpecDecError("--start-head-folder names the head to start from: with --start-from-head")
+
+
+def _check_greedy(greedy: bool, campaign: bool) -> None:
+    if greedy and not campaign:
+        raise SpecDecError("--greedy picks the greedy campaign's answers: with --campaign")
 
 
 def _check_code_share(code_share: float, campaign: bool) -> None:

@@ -4,6 +4,7 @@ import copy
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
@@ -182,16 +183,23 @@ def test_the_drafts_labels_are_the_targets_top_tokens_read_off_the_stored_featur
         labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
 
 
-def test_a_draft_trains_on_the_campaign_from_given_layers_and_token_list(chat_target, tmp_path, monkeypatch):
-    answers_dir, features_dir = tmp_path / "answers", tmp_path / "features"
-    run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8)
-    monkeypatch.setattr(train, "campaign_answers_folder", lambda: answers_dir)
-    monkeypatch.setattr(train, "campaign_features_folder", lambda: features_dir)
+def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(chat_target, tmp_path,
+                                                                                monkeypatch):
+    # Only the greedy campaign has answers: a draft that read the sampled one's folders would find none.
+    answers_dir, features_dir = tmp_path / "greedy-answers", tmp_path / "greedy-features"
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8, greedy=True)
+    monkeypatch.setattr(train, "campaign_answers_folder",
+                        lambda greedy=False: answers_dir if greedy else tmp_path / "answers")
+    monkeypatch.setattr(train, "campaign_features_folder",
+                        lambda greedy=False: features_dir if greedy else tmp_path / "features")
     start = build_draft(chat_target.model, layers=1)
     with torch.no_grad():
         start.model.norm.weight.fill_(2.0)  # a mark the trained draft keeps: the learning rate is 0
-    config = DraftTrainingConfig(layers=1, campaign=True, code_share=0.5, stdlib_blocks=0, batch_size=2,
-                                 learning_rate=0.0, max_steps=2, eval_every=2, eval_tokens=3)
+    config = DraftTrainingConfig(layers=1, campaign=True, greedy=True, code_share=0.5, stdlib_blocks=0,
+                                 batch_size=2, learning_rate=0.0, max_steps=2, eval_every=2, eval_tokens=3)
+    with pytest.raises(SpecDecError, match="`python -m specdec campaign` first"):  # the sampled one: empty
+        train_draft(chat_target, tmp_path / "work0", tmp_path / "draft0", replace(config, greedy=False),
+                    log=lambda _: None)
     card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,
                        start_layers=trainable_state(start), head_token_ids=[3, 5, 7])
     assert card["answers"] == 6 and card["steps"] == 2
@@ -210,6 +218,8 @@ def test_answers_is_a_campaign_setting():
         HeadTrainingConfig(answers=100)
     with pytest.raises(SpecDecError, match="--campaign"):
         HeadTrainingConfig(greedy=True)
+    with pytest.raises(SpecDecError, match="--campaign"):
+        DraftTrainingConfig(greedy=True)
     with pytest.raises(SpecDecError, match="not both"):
         HeadTrainingConfig(start_from_head=True, start_from_draft=True)
     with pytest.raises(SpecDecError, match="with --start-from-head"):

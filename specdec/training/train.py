@@ -228,10 +228,12 @@ def train_draft(
     if config.campaign:
         bar, progress = shard_progress("campaign answers (labels from their features)")
         with bar:
-            shards = labelled_campaign_shards(target, campaign_answers_folder(), campaign_features_folder(),
+            shards = labelled_campaign_shards(target, campaign_answers_folder(config.greedy),
+                                              campaign_features_folder(config.greedy),
                                               work_folder / "campaign", config.label_top_k, progress)
         if not shards:
-            raise SpecDecError("the campaign has no answers yet: run `python -m specdec campaign` first")
+            command = "python -m specdec campaign" + " --greedy" * config.greedy
+            raise SpecDecError(f"the campaign has no answers yet: run `{command}` first")
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
