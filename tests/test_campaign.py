@@ -187,7 +187,8 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
                                                                                 monkeypatch):
     # Only the greedy campaign has answers: a draft that read the sampled one's folders would find none.
     answers_dir, features_dir = tmp_path / "greedy-answers", tmp_path / "greedy-features"
-    run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8, greedy=True)
+    run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8,
+                 greedy=True)
     monkeypatch.setattr(train, "campaign_answers_folder",
                         lambda greedy=False: answers_dir if greedy else tmp_path / "answers")
     monkeypatch.setattr(train, "campaign_features_folder",
