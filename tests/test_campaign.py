@@ -212,6 +212,9 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
     with pytest.raises(SpecDecError, match="do not fit a 1-layer draft"):  # layers of another depth
         train_draft(chat_target, tmp_path / "work2", tmp_path / "draft2", config, log=lambda _: None,
                     start_layers=trainable_state(build_draft(chat_target.model, layers=2)))
+    shard_paths(answers_dir, features_dir, 1)[1].unlink()  # the message names the greedy campaign's command
+    with pytest.raises(SpecDecError, match="`python -m specdec campaign --greedy` fills them in"):
+        labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
 
 
 def test_answers_is_a_campaign_setting():

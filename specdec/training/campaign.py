@@ -47,6 +47,11 @@ def campaign_features_folder(greedy: bool = False) -> Path:
     return cache_root() / ("campaign-greedy-features" if greedy else "campaign-features")
 
 
+def campaign_command(greedy: bool = False) -> str:
+    """The command that writes (and goes on with) that campaign, and fills in its missing features."""
+    return "python -m specdec campaign" + " --greedy" * greedy
+
+
 @dataclass
 class Answer:
     """One prompt and the target's answer, with the target's features at every position (if loaded)."""
@@ -289,8 +294,9 @@ def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features
     def label(index: int) -> list[Example]:
         answers_path, features_path = shard_paths(answers_folder, features_folder, index)
         if not features_path.exists():  # a fresh checkout has the answers, not their features
+            command = campaign_command((read_summary(answers_folder) or {}).get("greedy", False))
             raise SpecDecError(f"the campaign's features for shard {index} are not in {features_folder}: "
-                               "`python -m specdec campaign` fills them in (one pass over the answers)")
+                               f"`{command}` fills them in (one pass over the answers)")
         return campaign_examples(load_answers(answers_path, features_path), output_head, top_k)
 
     paths = [folder / f"campaign-{index:04d}.pt" for index in range(existing_shards(answers_folder))]

@@ -36,7 +36,12 @@ from specdec.errors import SpecDecError
 from specdec.models.feature_head import HEAD_WEIGHTS, SHIPPED_HEAD, save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import HELD_OUT_PROMPT_SETS
-from specdec.training.campaign import campaign_answers_folder, campaign_features_folder, load_campaign
+from specdec.training.campaign import (
+    campaign_answers_folder,
+    campaign_command,
+    campaign_features_folder,
+    load_campaign,
+)
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.train import (
     budget_spent,
@@ -326,9 +331,8 @@ def campaign_feature_examples(greedy: bool, answers: int = 0) -> list[FeatureExa
     campaign = load_campaign(campaign_answers_folder(greedy), campaign_features_folder(greedy), answers)
     examples = [FeatureExample(a.token_ids, a.features, a.answer_start, a.kind) for a in campaign]
     if not examples or (answers and len(examples) < answers):
-        command = "python -m specdec campaign" + " --greedy" * greedy
         raise SpecDecError(f"the campaign has {len(examples)} answers with features, fewer than asked: "
-                           f"run `{command}` first (it also fills in missing features)")
+                           f"run `{campaign_command(greedy)}` first (it also fills in missing features)")
     return examples
 
 

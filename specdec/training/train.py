@@ -26,6 +26,7 @@ from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel, cpu_has_native
 from specdec.paths import TRAINING_EVAL_SETS
 from specdec.training.campaign import (
     campaign_answers_folder,
+    campaign_command,
     campaign_features_folder,
     labelled_campaign_shards,
 )
@@ -232,8 +233,8 @@ def train_draft(
                                               campaign_features_folder(config.greedy),
                                               work_folder / "campaign", config.label_top_k, progress)
         if not shards:
-            command = "python -m specdec campaign" + " --greedy" * config.greedy
-            raise SpecDecError(f"the campaign has no answers yet: run `{command}` first")
+            raise SpecDecError("the campaign has no answers yet: "
+                               f"run `{campaign_command(config.greedy)}` first")
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
