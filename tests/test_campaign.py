@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
-from specdec.paths import CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
 from specdec.training import campaign, train
 from specdec.training.campaign import (
     existing_shards,
@@ -29,6 +29,7 @@ from specdec.training.feature_head import target_features
 from specdec.training.train import build_draft, train_draft, trainable_state
 
 PROMPTS = [campaign_prompt(index) for index in range(4000)]
+KEPT_CAMPAIGNS = [CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS]  # the answers kept with the project
 
 
 def test_a_prompt_depends_only_on_its_index_and_seed():
@@ -41,9 +42,11 @@ def test_a_prompt_depends_only_on_its_index_and_seed():
 
 
 def test_no_held_out_prompt_or_passage_is_in_the_campaign():
-    """Over every prompt up to the campaign's goal, not only the first few thousand."""
-    prompts = {prompt for _, prompt in PROMPTS} | {campaign_prompt(index)[1]
-                                                    for index in range(len(PROMPTS), CAMPAIGN_GOAL)}
+    """Over every prompt up to the campaign's goal or the last one a kept campaign answered, whichever is
+    further, not only the first few thousand."""
+    last = max(CAMPAIGN_GOAL, *((read_summary(folder) or {}).get("answers", 0) for folder in KEPT_CAMPAIGNS))
+    prompts = {prompt for _, prompt in PROMPTS}
+    prompts |= {campaign_prompt(index)[1] for index in range(len(PROMPTS), last)}
     campaign_text = "\n".join(prompts)
     for path in HELD_OUT_PROMPT_SETS.values():
         for held_out in json.loads(path.read_text())["prompts"]:
@@ -54,20 +57,21 @@ def test_no_held_out_prompt_or_passage_is_in_the_campaign():
                     assert sentence not in campaign_text, sentence
 
 
-def test_the_kept_answers_answer_the_prompts_the_generator_makes_today():
+@pytest.mark.parametrize("folder", KEPT_CAMPAIGNS, ids=lambda folder: folder.name)
+def test_the_kept_answers_answer_the_prompts_the_generator_makes_today(folder):
     """The shards kept with the project were written for campaign_prompt(i): if the generator changed,
     a resumed campaign would number its prompts differently from the answers already kept."""
-    if not existing_shards(CAMPAIGN_ANSWERS):
+    if not existing_shards(folder):
         pytest.skip("no campaign shards here")
     from transformers import AutoTokenizer
 
     from specdec.models.loading import bundled_target_folder
 
     tokenizer = AutoTokenizer.from_pretrained(bundled_target_folder())
-    summary = read_summary(CAMPAIGN_ANSWERS)
-    last = existing_shards(CAMPAIGN_ANSWERS) - 1
+    summary = read_summary(folder)
+    last = existing_shards(folder) - 1
     for shard in sorted({0, last}):
-        answers = load_answers(shard_paths(CAMPAIGN_ANSWERS, CAMPAIGN_ANSWERS, shard)[0])
+        answers = load_answers(shard_paths(folder, folder, shard)[0])
         for row in (0, len(answers) - 1):
             kind, prompt = campaign_prompt(shard * summary["batch"] + row, summary["seed"])
             answer = answers[row]
