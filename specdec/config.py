@@ -132,12 +132,15 @@ class DraftTrainingConfig:
                                     "labelled from its stored features, instead of making answers")
     greedy: bool = setting(False, "with --campaign: the greedy campaign's answers (campaign --greedy), the "
                                   "text T = 0 drafting meets, not the sampled ones")
+    answers: int = setting(0, "with --campaign: its first N answers only (0 = all): to train on the data "
+                              "a campaign held at an earlier size")
     code_share: float = setting(0.0, "the share of each step's answers drawn from code answers (0: as the "
                                      "data has them); with --campaign")
     start_from_shipped: bool = setting(False, "start from the shipped draft's layers and keep its token "
                                               "list, not the target's first and last layers")
 
     def __post_init__(self) -> None:
+        _check_answers(self.answers, self.campaign)
         _check_code_share(self.code_share, self.campaign)
         _check_greedy(self.greedy, self.campaign)
 
@@ -176,14 +179,18 @@ class HeadTrainingConfig:
     eval_tokens: int = setting(96, "length of the target's greedy answers to the evaluation prompts")
 
     def __post_init__(self) -> None:
-        if self.answers < 0 or (self.answers and not self.campaign):
-            raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
+        _check_answers(self.answers, self.campaign)
         _check_code_share(self.code_share, self.campaign)
         _check_greedy(self.greedy, self.campaign)
         if self.start_from_head and self.start_from_draft:
             raise SpecDecError("start from the shipped head or from the draft, not both")
         if self.start_head_folder and not self.start_from_head:
             raise SpecDecError("--start-head-folder names the head to start from: with --start-from-head")
+
+
+def _check_answers(answers: int, campaign: bool) -> None:
+    if answers < 0 or (answers and not campaign):
+        raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")
 
 
 def _check_greedy(greedy: bool, campaign: bool) -> None:

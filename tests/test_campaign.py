@@ -213,6 +213,14 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
     saved = load_file(tmp_path / "draft" / "draft-layers.safetensors")
     assert (saved["model.norm.weight"] == 2.0).all()
     assert json.loads((tmp_path / "draft" / HEAD_TOKENS_FILE).read_text()) == [3, 5, 7]
+    # --answers: the campaign's first answers only, as it stood at an earlier size (shards of 3 here).
+    for answers, shards in ((4, 2), (3, 1)):
+        work = tmp_path / f"work-{answers}"
+        card = train_draft(chat_target, work, tmp_path / f"draft-{answers}", replace(config, answers=answers),
+                           log=lambda _: None, head_token_ids=[3, 5, 7])
+        assert card["answers"] == answers and len(list((work / "campaign").glob("*.pt"))) == shards
+        assert card["labelled_positions"] == sum(len(a.token_ids) - a.answer_start
+                                                 for a in load_campaign(answers_dir, features_dir, answers))
     with pytest.raises(SpecDecError, match="do not fit a 1-layer draft"):  # layers of another depth
         train_draft(chat_target, tmp_path / "work2", tmp_path / "draft2", config, log=lambda _: None,
                     start_layers=trainable_state(build_draft(chat_target.model, layers=2)))
@@ -228,6 +236,8 @@ def test_answers_is_a_campaign_setting():
         HeadTrainingConfig(greedy=True)
     with pytest.raises(SpecDecError, match="--campaign"):
         DraftTrainingConfig(greedy=True)
+    with pytest.raises(SpecDecError, match="--campaign"):
+        DraftTrainingConfig(answers=100)
     with pytest.raises(SpecDecError, match="not both"):
         HeadTrainingConfig(start_from_head=True, start_from_draft=True)
     with pytest.raises(SpecDecError, match="with --start-from-head"):

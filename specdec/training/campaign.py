@@ -286,8 +286,10 @@ def campaign_examples(answers: list[Answer], output_head: torch.Tensor, top_k: i
 
 
 def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features_folder: Path, folder: Path,
-                             top_k: int, progress: Callable[[int, int], None] | None = None) -> list[Path]:
-    """The campaign's shards as the draft's training shards (one each, resumable): see campaign_examples."""
+                             top_k: int, progress: Callable[[int, int], None] | None = None,
+                             answers: int = 0) -> list[Path]:
+    """The campaign's shards as the draft's training shards (one each, resumable): see campaign_examples.
+    `answers`: only the shards that hold the first that many (0: all)."""
     folder.mkdir(parents=True, exist_ok=True)
     output_head = target.model.get_output_embeddings().weight.detach()[: target.vocab_size]
 
@@ -299,5 +301,8 @@ def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features
                                f"`{command}` fills them in (one pass over the answers)")
         return campaign_examples(load_answers(answers_path, features_path), output_head, top_k)
 
-    paths = [folder / f"campaign-{index:04d}.pt" for index in range(existing_shards(answers_folder))]
+    shards = existing_shards(answers_folder)
+    if answers:
+        shards = min(shards, -(-answers // read_summary(answers_folder)["batch"]))
+    paths = [folder / f"campaign-{index:04d}.pt" for index in range(shards)]
     return write_shards(paths, label, progress)

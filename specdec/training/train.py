@@ -231,21 +231,24 @@ def train_draft(
         with bar:
             shards = labelled_campaign_shards(target, campaign_answers_folder(config.greedy),
                                               campaign_features_folder(config.greedy),
-                                              work_folder / "campaign", config.label_top_k, progress)
+                                              work_folder / "campaign", config.label_top_k, progress,
+                                              config.answers)
         if not shards:
             raise SpecDecError("the campaign has no answers yet: "
                                f"run `{campaign_command(config.greedy)}` first")
+        examples = _load_examples(shards)[: config.answers or None]
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
             shards = make_shards(target, work_folder / "data", config.samples_per_prompt,
                                  config.generation_batch, config.max_new_tokens, config.label_top_k,
                                  config.max_shards, progress)
+        examples = _load_examples(shards)
     bar, progress = shard_progress("standard-library code (data)")
     with bar:
-        shards += make_stdlib_shards(target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch,
-                                     config.stdlib_max_tokens, config.label_top_k, progress)
-    examples = _load_examples(shards)
+        examples += _load_examples(make_stdlib_shards(
+            target, work_folder / "data", config.stdlib_blocks, config.stdlib_batch, config.stdlib_max_tokens,
+            config.label_top_k, progress))
     log(f"data: {len(examples)} examples, {sum(len(e.top_ids) for e in examples)} labelled positions")
 
     eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
