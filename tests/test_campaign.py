@@ -202,9 +202,10 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
         start.model.norm.weight.fill_(2.0)  # a mark the trained draft keeps: the learning rate is 0
     config = DraftTrainingConfig(layers=1, campaign=True, greedy=True, code_share=0.5, stdlib_blocks=0,
                                  batch_size=2, learning_rate=0.0, max_steps=2, eval_every=2, eval_tokens=3)
-    with pytest.raises(SpecDecError, match="`python -m specdec campaign` first"):  # the sampled one: empty
-        train_draft(chat_target, tmp_path / "work0", tmp_path / "draft0", replace(config, greedy=False),
-                    log=lambda _: None)
+    # The sampled campaign is empty here: a clear message, with or without --answers.
+    for empty in (replace(config, greedy=False), replace(config, greedy=False, answers=4)):
+        with pytest.raises(SpecDecError, match="`python -m specdec campaign` first"):
+            train_draft(chat_target, tmp_path / "work0", tmp_path / "draft0", empty, log=lambda _: None)
     card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,
                        start_layers=trainable_state(start), head_token_ids=[3, 5, 7])
     assert card["answers"] == 6 and card["steps"] == 2

@@ -302,7 +302,7 @@ def labelled_campaign_shards(target: LoadedModel, answers_folder: Path, features
         return campaign_examples(load_answers(answers_path, features_path), output_head, top_k)
 
     shards = existing_shards(answers_folder)
-    if answers:
+    if answers and shards:
         shards = min(shards, -(-answers // read_summary(answers_folder)["batch"]))
     paths = [folder / f"campaign-{index:04d}.pt" for index in range(shards)]
     return write_shards(paths, label, progress)
