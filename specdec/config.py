@@ -138,11 +138,17 @@ class DraftTrainingConfig:
                                      "data has them); with --campaign")
     start_from_shipped: bool = setting(False, "start from the shipped draft's layers and keep its token "
                                               "list, not the target's first and last layers")
+    argmax_weight: float = setting(0.0, "the share of each label put on the target's top token (a hard "
+                                        "label mixed into its top-k): at T = 0 a draft is kept when its top "
+                                        "token is the target's")
 
     def __post_init__(self) -> None:
         _check_answers(self.answers, self.campaign)
         _check_code_share(self.code_share, self.campaign)
         _check_greedy(self.greedy, self.campaign)
+        _finite("argmax-weight", self.argmax_weight)
+        if not 0 <= self.argmax_weight <= 1:
+            raise SpecDecError(f"argmax-weight must be in [0, 1], got {self.argmax_weight}")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from specdec.config import DraftTrainingConfig
+from specdec.errors import SpecDecError
 from specdec.paths import HELD_OUT_PROMPT_SETS
 from specdec.training.data import Example, label_answers, stdlib_code_blocks, training_prompts
 from specdec.training.train import (
@@ -42,6 +43,26 @@ def test_loss_is_lower_when_draft_matches_labels(tiny_target):
     own = Example(ids, 3, top_ids, top_probs.half())
     shuffled = Example(ids, 3, top_ids.flip(0), top_probs.half())
     assert distillation_loss(draft, [own]) < distillation_loss(draft, [shuffled])
+
+
+def test_argmax_weight_moves_the_label_onto_the_target_top_token(tiny_target):
+    """Weight 1 is cross-entropy on the target's top token alone; in between, the mix of the two losses."""
+    draft = build_draft(tiny_target, layers=1)
+    ids = torch.tensor([5, 6, 7, 8, 9, 10])
+    top_probs = torch.tensor([[0.5, 0.3, 0.2]] * 3).half()
+    top_ids = torch.tensor([[11, 12, 13], [14, 15, 16], [17, 18, 19]])
+    example = Example(ids, 3, top_ids, top_probs)
+    one_hot = Example(ids, 3, top_ids, torch.tensor([[1.0, 0.0, 0.0]] * 3).half())
+
+    def loss(e: Example, weight: float) -> float:  # the same sampled candidates every call
+        return distillation_loss(draft, [e], generator=torch.Generator().manual_seed(0),
+                                 argmax_weight=weight).item()
+
+    assert loss(example, 1.0) == pytest.approx(loss(one_hot, 0.0))
+    assert loss(example, 0.0) != pytest.approx(loss(one_hot, 0.0))
+    assert loss(example, 0.25) == pytest.approx(0.75 * loss(example, 0.0) + 0.25 * loss(example, 1.0))
+    with pytest.raises(SpecDecError, match="argmax-weight"):
+        DraftTrainingConfig(argmax_weight=1.5)
 
 
 @pytest.mark.slow  # makes data and trains for a few steps

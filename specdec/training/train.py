@@ -56,13 +56,14 @@ def trainable_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
 
 def distillation_loss(
     draft: LlamaForCausalLM, examples: list[Example], negatives: int = 4096,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | None = None, argmax_weight: float = 0.0,
 ) -> torch.Tensor:
     """Cross-entropy of the draft against the target's renormalised top-k, over answer positions.
 
     The softmax is taken over a candidate set, not all 49k tokens (a sampled softmax): every token
     the target ranks in its top-k anywhere in the batch, plus `negatives` random tokens. That makes a
     CPU step ~10x cheaper; evaluation always uses the full softmax, so the figures are honest.
+    `argmax_weight` moves that share of each label onto the target's top token (the top-k's first).
     """
     input_ids, mask = right_padded([e.token_ids for e in examples])
     hidden = draft.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, width, d)
@@ -71,7 +72,8 @@ def distillation_loss(
     cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples])
     top_ids = torch.cat([e.top_ids for e in examples])  # (N, k)
     top_probs = torch.cat([e.top_probs.float() for e in examples])
-    top_probs = top_probs / top_probs.sum(-1, keepdim=True)
+    top_probs = top_probs / top_probs.sum(-1, keepdim=True) * (1 - argmax_weight)
+    top_probs[:, 0] += argmax_weight
     head = draft.lm_head.weight  # (vocab, d)
     candidates, label_columns = sampled_candidates(top_ids, head.shape[0], negatives, generator)
     log_q = torch.log_softmax((hidden[rows, cols] @ head[candidates].T).float(), dim=-1)  # (N, C)
@@ -293,7 +295,7 @@ def train_draft(
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * learning_rate_factor(progress(), config.decay_fraction)
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-                loss = distillation_loss(draft, batch)
+                loss = distillation_loss(draft, batch, argmax_weight=config.argmax_weight)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
