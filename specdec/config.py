@@ -109,7 +109,9 @@ class Settings:
 class DraftTrainingConfig:
     """Distilling the bundled target's draft (`python -m specdec train-draft`)."""
 
-    layers: int = setting(2, "transformer layers in the draft (the target has 30)")
+    layers: int = setting(2, "transformer layers in the draft (the target has 30); with "
+                             "--start-from-shipped, more than the shipped draft's adds layers before its "
+                             "last, each starting as the identity")
     samples_per_prompt: int = setting(2, "answers the target writes per training prompt")
     max_new_tokens: int = setting(192, "answer length cap while making data")
     generation_batch: int = setting(32, "answers sampled together (one data shard)")

@@ -13,8 +13,11 @@ from specdec.training.data import Example, label_answers, stdlib_code_blocks, tr
 from specdec.training.train import (
     build_draft,
     distillation_loss,
+    grown,
     learning_rate_factor,
+    start_as_identity,
     train_draft,
+    trainable_state,
 )
 
 
@@ -63,6 +66,23 @@ def test_argmax_weight_moves_the_label_onto_the_target_top_token(tiny_target):
     assert loss(example, 0.25) == pytest.approx(0.75 * loss(example, 0.0) + 0.25 * loss(example, 1.0))
     with pytest.raises(SpecDecError, match="argmax-weight"):
         DraftTrainingConfig(argmax_weight=1.5)
+
+
+def test_a_grown_draft_starts_by_computing_what_the_trained_one_did(tiny_target):
+    trained = build_draft(tiny_target, layers=2)
+    torch.nn.init.normal_(trained.model.layers[1].mlp.up_proj.weight)  # its own, not the target's
+    layers, new_layers = grown(trainable_state(trained), 4)
+    assert new_layers == [1, 2] and grown(trainable_state(trained), 2)[1] == []
+    deeper = build_draft(tiny_target, layers=4)
+    deeper.load_state_dict(layers, strict=False)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        # Negative control: the new layers as built (the target's) change what the draft computes.
+        assert not torch.allclose(deeper(ids).logits, trained(ids).logits, atol=1e-4)
+        for i in new_layers:
+            start_as_identity(deeper.model.layers[i])
+        assert torch.allclose(deeper(ids).logits, trained(ids).logits, atol=1e-4)
+    assert torch.equal(deeper.model.layers[3].mlp.up_proj.weight, trained.model.layers[1].mlp.up_proj.weight)
 
 
 @pytest.mark.slow  # makes data and trains for a few steps

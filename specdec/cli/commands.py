@@ -189,7 +189,7 @@ def run_train_draft(args: argparse.Namespace) -> None:
     start_layers = head_token_ids = None
     if config.start_from_shipped:  # its layers, depth and token list (the feature head scores that list too)
         start_layers, head_token_ids, depth = shipped_draft_parts()
-        config = replace(config, layers=depth)
+        config = replace(config, layers=max(config.layers, depth))  # deeper: new layers (train.grown)
     target = load_model(BUNDLED_TARGET, fast=True)  # the teacher: its bf16 labels are as good, made faster
     if target.device.type != "cpu":
         print(f"training on {target.device.type}", file=sys.stderr)

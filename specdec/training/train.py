@@ -49,6 +49,29 @@ def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
     return draft
 
 
+def grown(layers: dict[str, torch.Tensor], depth: int) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """A trained draft's layers renamed for a `depth`-layer draft: its last layer stays last and the new
+    layers go before it -> (the layers, the new layers' indices). Nothing to grow: as they are."""
+    trained = 1 + max(int(key.split(".")[2]) for key in layers if key.startswith("model.layers."))
+    if trained >= depth:
+        return layers, []
+
+    def renamed(key: str) -> str:
+        parts = key.split(".")
+        if key.startswith("model.layers.") and int(parts[2]) == trained - 1:
+            parts[2] = str(depth - 1)
+        return ".".join(parts)
+
+    return {renamed(key): value for key, value in layers.items()}, list(range(trained - 1, depth - 1))
+
+
+def start_as_identity(layer: torch.nn.Module) -> None:
+    """Zero what a decoder layer adds to the residual stream (its attention's and MLP's output
+    projections), so that it passes its input through unchanged until training moves them."""
+    layer.self_attn.o_proj.weight.data.zero_()
+    layer.mlp.down_proj.weight.data.zero_()
+
+
 def trainable_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
     """What the draft learned: everything but the (shared, frozen) embeddings."""
     return {k: v for k, v in draft.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
@@ -262,11 +285,18 @@ def train_draft(
 
     draft = build_draft(target.model, config.layers)
     if start_layers is not None:
+        # A deeper draft than the one it starts from: the new layers start as the identity, so training
+        # starts from what the trained draft computes.
+        start_layers, new_layers = grown(start_layers, config.layers)
         loaded = draft.load_state_dict(start_layers, strict=False)
         shared = {"model.embed_tokens.weight", "lm_head.weight"}  # the target's, not the draft's
-        if loaded.unexpected_keys or set(loaded.missing_keys) - shared:
+        fresh = {key for key in loaded.missing_keys
+                 if any(key.startswith(f"model.layers.{i}.") for i in new_layers)}
+        if loaded.unexpected_keys or set(loaded.missing_keys) - shared - fresh:
             raise SpecDecError(f"the draft's layers do not fit a {config.layers}-layer draft: "
                                f"{(loaded.unexpected_keys or loaded.missing_keys)[:3]}")
+        for i in new_layers:
+            start_as_identity(draft.model.layers[i])
     draft.train()
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
                                   lr=config.learning_rate, weight_decay=0.0)
