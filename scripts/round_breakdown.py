@@ -6,7 +6,9 @@ Loads the bundled pair once and prints, for each matrix layout of the fp32 targe
 (specdec.core.matmul), and the split one picked at load if it is one: the target's cached forward
 pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
 then the milliseconds per round in each stage of the round loop, with the round view's full traces
-and lean (as bench runs), on a held-out code prompt with the default drafter. The layouts are
+and lean (as bench runs), on a held-out code prompt with the default drafter; last, in the layout
+picked at load, lean with the draft's one-token steps through the library's forward
+(SPECDEC_DRAFT_STEP=library) and by hand (core.decoder_step) once more. The layouts are
 measured in one run, side by side.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,10 +57,18 @@ def main() -> None:
             breakdowns[f"{layout}, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, detail,
                                                                       args.repeats)
     matmul.set_layout(pair.target.model, chosen)
+    # The same draft with its one-token steps through the library's forward (core.decoder_step).
+    for label, draft_step in (("draft by library", "library"), ("again", None)):
+        if draft_step:
+            os.environ["SPECDEC_DRAFT_STEP"] = draft_step
+        else:
+            os.environ.pop("SPECDEC_DRAFT_STEP", None)
+        breakdowns[f"{chosen}, lean, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, False,
+                                                                        args.repeats)
     stages = list(dict.fromkeys(s for parts in breakdowns.values() for s in parts))
-    print(f"\n{'ms per round':<27} " + " ".join(f"{s:>13}" for s in stages) + f" {'total':>8}")
+    print(f"\n{'ms per round':<38} " + " ".join(f"{s:>13}" for s in stages) + f" {'total':>8}")
     for label, parts in breakdowns.items():
-        print(f"{label:<27} " + " ".join(f"{parts.get(s, 0.0):>13.2f}" for s in stages)
+        print(f"{label:<38} " + " ".join(f"{parts.get(s, 0.0):>13.2f}" for s in stages)
               + f" {sum(parts.values()):>8.1f}")
 
 

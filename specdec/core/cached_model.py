@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec.core.decoder_step import decoder_step, steps_by_hand
 from specdec.core.matmul import layout_of, set_layout
 
 
@@ -53,7 +54,7 @@ class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
 
     def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None,
-                 keep_features: bool = False, pass_costs: tuple[float, ...] = ()):
+                 keep_features: bool = False, pass_costs: tuple[float, ...] = (), drafts: bool = False):
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
@@ -66,6 +67,9 @@ class CachedModel:
         # What a pass over 1, 2, ... tokens costs on this machine, in 1-token passes (core.matmul.
         # pass_costs); empty: not measured (the round loop then counts short passes as free).
         self.pass_costs = pass_costs
+        # A draft feeds one token at a time: those steps skip the library's per-call glue
+        # (core.decoder_step). A target's passes all stay the library's forward.
+        self.steps_by_hand = drafts and steps_by_hand(model)
 
     @property
     def cache_length(self) -> int:
@@ -81,13 +85,18 @@ class CachedModel:
         whatever device the model is on.
         """
         input_ids = torch.tensor([token_ids], device=self.model.device)
-        if self.head is None and not self.keep_features:
+        by_hand = self.steps_by_hand and len(token_ids) == 1
+        if self.head is None and not self.keep_features and not by_hand:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last)
             return output.logits[0, :, : self.vocab_size].float().cpu()
-        # The model's own forward in its two steps, to keep the first's output or use a reduced head.
-        hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
-                                          use_cache=True).last_hidden_state[0]
+        # The model's own forward in its two steps (the decoder by hand for a draft's single token), to
+        # keep the first's output or use a reduced head.
+        if by_hand:
+            hidden = decoder_step(self.model, self.cache, token_ids[0])
+        else:
+            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
+                                              use_cache=True).last_hidden_state[0]
         if self.keep_features:
             self.features = torch.cat([self.features, hidden])
         hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position

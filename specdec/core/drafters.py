@@ -159,7 +159,7 @@ class ModelDrafter:
         head: ReducedHead | None = None,
     ):
         self.name = name
-        self.cached = CachedModel(model, vocab_size, head)
+        self.cached = CachedModel(model, vocab_size, head, drafts=True)
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         if num_tokens == 0:
