@@ -387,3 +387,28 @@ def test_pass_costs_really_timed_on_a_model_and_fixed_by_the_environment(tiny_ta
 
 def test_pass_costs_are_not_timed_for_a_half_precision_model(tiny_target):
     assert matmul.pass_costs(copy.deepcopy(tiny_target).half(), 5) == ()
+
+
+@needs_int8
+def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(tiny_target, monkeypatch):
+    timed = []
+
+    def fake_seconds(model, swept=False, **_):
+        timed.append((matmul.layout_of(model) == matmul.INT8, swept))
+        return 1.0
+
+    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    monkeypatch.setenv("SPECDEC_MATMUL", "columns")
+    matmul.faster_precision(copy.deepcopy(tiny_target), int8=True)
+    assert all(swept for _, swept in timed)
+    assert [int8 for int8, _ in timed] == [False, True] * (len(timed) // 2)  # fp32, int8, fp32, ...
+
+
+def test_a_swept_pass_sweeps_the_caches_before_each_pass(tiny_target, monkeypatch):
+    sweeps = []
+    monkeypatch.setattr(matmul, "_sweep_caches", lambda: sweeps.append(1))
+    matmul._pass_seconds(tiny_target, repeats=3)
+    assert not sweeps
+    matmul._pass_seconds(tiny_target, repeats=3, swept=True)
+    assert len(sweeps) == 4  # the warm-up pass and the three timed ones

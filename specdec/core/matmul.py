@@ -281,15 +281,31 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
     return cache
 
 
+# A buffer larger than a CPU's caches (64 MiB), touched to sweep them (_pass_seconds).
+_SWEEPER: list[torch.Tensor] = []
+
+
+def _sweep_caches() -> None:
+    """Read and write more memory than the CPU caches hold, as the target's verification pass does
+    (hundreds of megabytes of weights) between one round's drafting and the next."""
+    if not _SWEEPER:
+        _SWEEPER.append(torch.zeros(16 << 20))
+    _SWEEPER[0].add_(1.0)
+
+
 @torch.inference_mode()
 def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
-                  cache: DynamicCache | None = None, warm_up: bool = True) -> float:
+                  cache: DynamicCache | None = None, warm_up: bool = True, swept: bool = False) -> float:
     """A decoding step as the engine runs it: `tokens` new tokens after the cached ones, fastest of
-    `repeats` after one to warm up (a fresh context unless `cache` is given; it is left as it was)."""
+    `repeats` after one to warm up (a fresh context unless `cache` is given; it is left as it was).
+    `swept`: each pass after sweeping the CPU's caches, finding its weights in memory as a draft's
+    first step of a round does."""
     cache = cache if cache is not None else _context(model)
     input_ids = torch.zeros((1, tokens), dtype=torch.long, device=model.device)
     times = []
     for _ in range(repeats + warm_up):
+        if swept:
+            _sweep_caches()
         start = time.perf_counter()
         model(input_ids=input_ids, cache=cache, use_cache=True)
         times.append(time.perf_counter() - start)
@@ -314,9 +330,13 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     """A draft on a CPU in whichever precision drafts a token fastest here (a draft feeds one token at a
     time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`
     int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per process and
-    model. On the Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows
-    and 1.8-2.0 ms in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted
-    token costing 0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03). A draft's
+    model, the candidates in turns, each pass after a sweep of the CPU's caches (`decide` below). On the
+    Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows and 1.8-2.0 ms
+    in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted token costing
+    0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03). On the AMD EPYC with
+    AVX-512, timed as `decide` times them (`_pass_seconds`: the full-vocabulary pass, 2026-12-05), int8
+    took 4.2-4.5 ms, bf16 packed 5.4-5.8 and fp32 columns 6.3-6.9; held to AVX2 kernels, int8 4.1-4.3
+    and fp32 columns 5.4-5.5 (warm: 3.7-3.8 and 5.1-5.2). A draft's
     numbers change q and nothing else: the acceptance rule keeps the output the target's whatever the
     precision. `model` itself is returned or left as it was."""
     fp32 = model if model.dtype == torch.float32 else copy.deepcopy(model).float()
@@ -333,7 +353,18 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
         return fp32
 
     def decide() -> str:
-        return min(candidates, key=lambda name: _pass_seconds(candidates[name], repeats=9))
+        # The candidates take turns, so a slow moment touches each alike (timed one after the other, the
+        # AMD EPYC held to AVX2 kernels kept fp32 in one process and int8 in the next). Each pass comes
+        # after a sweep of the CPU's caches: in a round the target's pass has swept out the draft's
+        # weights before the draft's first step.
+        contexts = {name: _context(candidate) for name, candidate in candidates.items()}
+        fastest = dict.fromkeys(candidates, float("inf"))
+        for _ in range(9):
+            for name, candidate in candidates.items():
+                seconds = _pass_seconds(candidate, repeats=1, cache=contexts[name], swept=True)
+                fastest[name] = min(fastest[name], seconds)
+        _SWEEPER.clear()  # 64 MiB not kept for nothing
+        return min(fastest, key=fastest.get)
 
     return candidates[_once("precision" + " int8" * int8, model, decide)]
 
