@@ -3,10 +3,11 @@
 A draft drafts one token at a time, and a two-layer draft spends most of each step outside its
 matrix products: transformers' forward builds a causal mask and the rotary tables, dispatches through
 its attention interface and wraps every output in records, for two layers. For the bundled draft with
-int8 weights that glue was half the step: 2.0 ms a token through the model's forward against 1.0 ms
-here, with identical logits (the AMD EPYC with AVX-512, 2026-12-05). The engine's one-token drafting
-steps go through `decoder_step` instead (`steps_by_hand`); every pass over more tokens, and every pass
-of the target, stays the library's own forward.
+int8 weights on the AMD EPYC with AVX-512 (2026-12-05, `scripts/round_breakdown.py`, a held-out code
+prompt), drafting took 6.0-6.2 ms a round this way against 7.0 through the forward, in rounds of
+42.3-42.5 ms against 43.7; the hidden states are the forward's (tests/test_decoder_step.py). The
+engine's one-token drafting steps go through `decoder_step` (`steps_by_hand`); every pass over more
+tokens, and every pass of the target, stays the library's own forward.
 
 It runs the model's own modules (norms, projections and MLPs, so core.matmul's layouts and int8
 weights apply; the model's rotary embedding; transformers' `apply_rotary_pos_emb`) and its KV cache
