@@ -12,6 +12,7 @@ Prints each row's code ratio per report, its worst ratio anywhere, and the choic
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,10 +27,14 @@ KEEP_WITHIN = 0.04
 
 
 def main() -> None:
-    paths = [Path(arg) for arg in sys.argv[1:]]
-    if not paths:
-        sys.exit(__doc__)
-    reports = [json.loads(path.read_text()) for path in paths]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json",
+                        help="bench --json --output REPORT.json, one per machine or kernel cap")
+    paths = parser.parse_args().reports
+    try:
+        reports = [json.loads(path.read_text()) for path in paths]
+    except (OSError, ValueError) as error:
+        sys.exit(f"choose_default: cannot read a bench report: {error}")
     chosen, rows = measured_best(reports, keep_within=KEEP_WITHIN)
     width = max(map(len, rows))
     machines = " ".join(f"{'code, ' + path.stem:>18}" for path in paths)
