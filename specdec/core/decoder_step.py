@@ -1,6 +1,6 @@
 """One token through a Llama-family decoder, the library's modules with the per-call glue written out.
 
-A draft drafts one token at a time, and a two-layer draft spends most of each step outside its
+A draft drafts one token at a time, and a two-layer draft spends much of each step outside its
 matrix products: transformers' forward builds a causal mask and the rotary tables, dispatches through
 its attention interface and wraps every output in records, for two layers. For the bundled draft with
 int8 weights on the AMD EPYC with AVX-512 (2026-12-05, `scripts/round_breakdown.py`, a held-out code
