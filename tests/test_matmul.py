@@ -393,8 +393,8 @@ def test_pass_costs_are_not_timed_for_a_half_precision_model(tiny_target):
 def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(tiny_target, monkeypatch):
     timed = []
 
-    def fake_seconds(model, swept=False, **_):
-        timed.append((matmul.layout_of(model) == matmul.INT8, swept))
+    def fake_seconds(model, sweeper=None, **_):
+        timed.append((matmul.layout_of(model) == matmul.INT8, sweeper is not None))
         return 1.0
 
     monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
@@ -405,10 +405,9 @@ def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(ti
     assert [int8 for int8, _ in timed] == [False, True] * (len(timed) // 2)  # fp32, int8, fp32, ...
 
 
-def test_a_swept_pass_sweeps_the_caches_before_each_pass(tiny_target, monkeypatch):
-    sweeps = []
-    monkeypatch.setattr(matmul, "_sweep_caches", lambda: sweeps.append(1))
+def test_a_swept_pass_sweeps_the_caches_before_each_pass(tiny_target):
+    sweeper = matmul.cache_sweeper()
+    assert sweeper.numel() * sweeper.element_size() == 64 << 20  # more than a CPU's caches hold
     matmul._pass_seconds(tiny_target, repeats=3)
-    assert not sweeps
-    matmul._pass_seconds(tiny_target, repeats=3, swept=True)
-    assert len(sweeps) == 4  # the warm-up pass and the three timed ones
+    matmul._pass_seconds(tiny_target, repeats=3, sweeper=sweeper)
+    assert torch.equal(sweeper, torch.full_like(sweeper, 4.0))  # the warm-up pass and the three timed ones

@@ -281,31 +281,27 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
     return cache
 
 
-# A buffer larger than a CPU's caches (64 MiB), touched to sweep them (_pass_seconds).
-_SWEEPER: list[torch.Tensor] = []
-
-
-def _sweep_caches() -> None:
-    """Read and write more memory than the CPU caches hold, as the target's verification pass does
-    (hundreds of megabytes of weights) between one round's drafting and the next."""
-    if not _SWEEPER:
-        _SWEEPER.append(torch.zeros(16 << 20))
-    _SWEEPER[0].add_(1.0)
+def cache_sweeper() -> torch.Tensor:
+    """A buffer larger than a CPU's caches (64 MiB): touching it before a pass (`_pass_seconds`) reads and
+    writes more memory than they hold, as the target's verification pass does (hundreds of megabytes of
+    weights) between one round's drafting and the next."""
+    return torch.zeros(16 << 20)
 
 
 @torch.inference_mode()
 def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
-                  cache: DynamicCache | None = None, warm_up: bool = True, swept: bool = False) -> float:
+                  cache: DynamicCache | None = None, warm_up: bool = True,
+                  sweeper: torch.Tensor | None = None) -> float:
     """A decoding step as the engine runs it: `tokens` new tokens after the cached ones, fastest of
     `repeats` after one to warm up (a fresh context unless `cache` is given; it is left as it was).
-    `swept`: each pass after sweeping the CPU's caches, finding its weights in memory as a draft's
-    first step of a round does."""
+    With a `sweeper` (cache_sweeper), each pass comes after touching it: the pass finds its weights in
+    memory, not in the caches, as a draft's first step of a round does."""
     cache = cache if cache is not None else _context(model)
     input_ids = torch.zeros((1, tokens), dtype=torch.long, device=model.device)
     times = []
     for _ in range(repeats + warm_up):
-        if swept:
-            _sweep_caches()
+        if sweeper is not None:
+            sweeper.add_(1.0)
         start = time.perf_counter()
         model(input_ids=input_ids, cache=cache, use_cache=True)
         times.append(time.perf_counter() - start)
@@ -358,12 +354,12 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
         # after a sweep of the CPU's caches: in a round the target's pass has swept out the draft's
         # weights before the draft's first step.
         contexts = {name: _context(candidate) for name, candidate in candidates.items()}
+        sweeper = cache_sweeper()
         fastest = dict.fromkeys(candidates, float("inf"))
         for _ in range(9):
             for name, candidate in candidates.items():
-                seconds = _pass_seconds(candidate, repeats=1, cache=contexts[name], swept=True)
+                seconds = _pass_seconds(candidate, repeats=1, cache=contexts[name], sweeper=sweeper)
                 fastest[name] = min(fastest[name], seconds)
-        _SWEEPER.clear()  # 64 MiB not kept for nothing
         return min(fastest, key=fastest.get)
 
     return candidates[_once("precision" + " int8" * int8, model, decide)]
