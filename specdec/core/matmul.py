@@ -329,10 +329,8 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     model, the candidates in turns, each pass after a sweep of the CPU's caches (`decide` below). On the
     Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows and 1.8-2.0 ms
     in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted token costing
-    0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03). On the AMD EPYC with
-    AVX-512, timed as `decide` times them (`_pass_seconds`: the full-vocabulary pass, 2026-12-05), int8
-    took 4.2-4.5 ms, bf16 packed 5.4-5.8 and fp32 columns 6.3-6.9; held to AVX2 kernels, int8 4.1-4.3
-    and fp32 columns 5.4-5.5 (warm: 3.7-3.8 and 5.1-5.2). A draft's
+    0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03); on the AMD EPYC with
+    AVX-512 held to AVX2 kernels, 0.084-0.090 on code against 0.114 in fp32 (2026-12-05). A draft's
     numbers change q and nothing else: the acceptance rule keeps the output the target's whatever the
     precision. `model` itself is returned or left as it was."""
     fp32 = model if model.dtype == torch.float32 else copy.deepcopy(model).float()
