@@ -90,6 +90,8 @@ class Settings:
     price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
+    siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft where it "
+                             "is likely enough to pay for its place in the pass (a tree of drafts)")
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_NAMES:

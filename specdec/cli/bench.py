@@ -43,6 +43,7 @@ class Method:
     gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
     draft_threshold: float | None = None
     price_drafts: bool | None = None  # False: drafts priced as if short passes were free
+    siblings: bool | None = None  # False: chains only, no second choices beside them (core.siblings)
 
     @property
     def length_note(self) -> str:
@@ -50,7 +51,8 @@ class Method:
         drafts are not priced by the passes); "" at the run's settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
-        return note + (", passes free" if self.price_drafts is False else "")
+        note += ", passes free" if self.price_drafts is False else ""
+        return note + (", chains only" if self.siblings is False else "")
 
     @property
     def name(self) -> str:
@@ -65,7 +67,7 @@ class Method:
     def settings(self, run: Settings) -> Settings:
         """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
         own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold,
-               "price_drafts": self.price_drafts}
+               "price_drafts": self.price_drafts, "siblings": self.siblings}
         return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
@@ -105,13 +107,14 @@ def _named(drafter: str, drafters: list[str]) -> bool:
 
 def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = ()) -> list[Method]:
     """Target-only, then each drafter at the run's one draft length, and at each of `lengths` ((γ,
-    draft threshold, priced) triples, --race-lengths): a shorter race between a few."""
+    draft threshold, priced, siblings), --race-lengths): a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
-        for gamma, threshold, priced in [(None, None, None), *lengths]:
-            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced)
+        for gamma, threshold, priced, siblings in [(None, None, None, None), *lengths]:
+            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced,
+                          siblings=siblings)
             methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
     labels = [m.label for m in methods]
     if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
@@ -127,24 +130,28 @@ def parse_race(text: str) -> list[str]:
     return drafters
 
 
-RaceLength = tuple[int, float | None, bool | None]  # γ, draft threshold, drafts priced by the passes
+# γ, draft threshold, drafts priced by the passes, second choices beside the drafts
+RaceLength = tuple[int, float | None, bool | None, bool | None]
 
 
 def parse_race_lengths(text: str) -> list[RaceLength]:
-    """"3:0.1,5,6:0.1:free" -> [(3, 0.1, None), (5, None, None), (6, 0.1, False)]: draft lengths as γ
-    (the cap), optionally the draft threshold, and "free" where drafts are priced as if short passes
-    cost nothing (Settings.price_drafts off); SpecDecError on anything else or a value Settings would
-    refuse."""
+    """"3:0.1,5,6:0.1:free,6::chain" -> [(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False,
+    None), (6, None, None, False)]: draft lengths as γ (the cap), optionally the draft threshold, then
+    "free" where drafts are priced as if short passes cost nothing (Settings.price_drafts off) and
+    "chain" where no second choice joins the pass (Settings.siblings off); SpecDecError on anything
+    else or a value Settings would refuse."""
     lengths = []
     for word in text.split(","):
-        gamma, threshold, free, *rest = [*word.strip().split(":"), "", ""]
+        gamma, threshold, *words = [*word.strip().split(":"), ""]
+        words = [w for w in words if w]
         try:
-            if any(rest) or free not in ("", "free"):
+            if len(set(words)) < len(words) or not set(words) <= {"free", "chain"}:
                 raise ValueError(word)
-            length = (int(gamma), float(threshold) if threshold else None, False if free else None)
+            length = (int(gamma), float(threshold) if threshold else None,
+                      False if "free" in words else None, False if "chain" in words else None)
         except ValueError:
-            message = (f"--race-lengths takes γ, γ:threshold or γ:threshold:free separated by commas, "
-                       f"got {text!r}")
+            message = (f"--race-lengths takes γ, γ:threshold, maybe followed by :free and :chain, "
+                       f"separated by commas, got {text!r}")
             raise SpecDecError(message) from None
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)

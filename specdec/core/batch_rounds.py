@@ -4,7 +4,9 @@ single-sequence loop (core.rounds), with the same acceptance rules and the same 
 Each speculative round:
 1. the drafter proposes for every row in one batched call (core.batch_drafters: n-gram lookup per
    row, a draft model for all rows that need it at once);
-2. the target verifies every row's [last token, x_1..x_k] in one pass: Σ (k_r + 1) tokens;
+2. the target verifies every row's [last token, x_1..x_k] in one pass: Σ (k_r + 1) tokens (chains
+   only: no second choices beside the drafts, core.siblings, which Settings.siblings asks of the
+   single loop at T = 0);
 3. each row's drafts are judged by the same rule as in core.rounds, with that row's own generator,
    and each row keeps its own number of them;
 4. both caches roll back per row. Rows now differ in length: core.batch_cache keeps the caches
@@ -13,7 +15,7 @@ A row that finishes (stop token or budget) leaves the batch; the others go on.
 
 Every row's trace is the RoundTrace the single-sequence loop writes, so metrics and charts read it
 unchanged. Its draft_seconds and verify_seconds are the batch's: the row waited that long for them.
-A batch of one runs exactly the single loop's steps, and a row's tokens never depend on the other
+A batch of one runs exactly the single loop's steps with chains, and a row's tokens never depend on the other
 rows (up to floating-point summation order in a wider pass, ~1e-6 of a logit).
 """
 

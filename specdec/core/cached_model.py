@@ -50,6 +50,22 @@ class ReducedHead:
         return logits
 
 
+def tree_attention(parents: list[int], cached: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mask and positions for feeding a tree of tokens after `cached` ones: token i sees the cache,
+    its ancestors and itself. -> (bool mask (1, 1, n, cached + n), True where attending; position ids
+    (1, n): `cached` + depth)."""
+    n = len(parents)
+    sees = torch.zeros(n, n, dtype=torch.bool)
+    depth = [0] * n
+    for node, parent in enumerate(parents):  # parents come before their children
+        if parent >= 0:
+            sees[node] = sees[parent]
+            depth[node] = depth[parent] + 1
+        sees[node, node] = True
+    mask = torch.cat([torch.ones(n, cached, dtype=torch.bool), sees], dim=1)
+    return mask[None, None], torch.tensor([depth]) + cached
+
+
 class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
 
@@ -103,6 +119,41 @@ class CachedModel:
         if self.head is not None:
             return self.head.logits(hidden, self.vocab_size, self.layout)
         return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
+
+    @torch.inference_mode()
+    def extend_tree(self, token_ids: list[int], parents: list[int]) -> torch.Tensor:
+        """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
+        ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
+        token's next-token logits (tokens, vocab), float32, CPU. The cache then holds every token of the
+        tree, in this order; `keep` picks the path that survived."""
+        mask, positions = tree_attention(parents, self.cache_length)
+        device = self.model.device
+        input_ids = torch.tensor([token_ids], device=device)
+        if self.head is None and not self.keep_features:
+            output = self.model(input_ids=input_ids, attention_mask=mask.to(device),
+                                position_ids=positions.to(device), cache=self.cache, use_cache=True)
+            return output.logits[0, :, : self.vocab_size].float().cpu()
+        hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=mask.to(device),
+                                          position_ids=positions.to(device), cache=self.cache,
+                                          use_cache=True).last_hidden_state[0]
+        if self.keep_features:
+            self.features = torch.cat([self.features, hidden])
+        if self.head is not None:
+            return self.head.logits(hidden, self.vocab_size, self.layout)
+        return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
+
+    def keep(self, length: int, then: list[int]) -> None:
+        """Keep the first `length` cached tokens, then those at the positions `then` (a path through a
+        tree that `extend_tree` fed), and forget the rest."""
+        if not then:
+            self.rollback(length)
+            return
+        index = torch.tensor([*range(length), *then], device=self.model.device)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(-2, index)
+            layer.values = layer.values.index_select(-2, index)
+        if self.keep_features:
+            self.features = self.features[index]
 
     def rollback(self, length: int) -> None:
         """Forget every token after the first `length` (the rejected drafts), keeping the rest."""

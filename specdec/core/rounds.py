@@ -26,6 +26,7 @@ from specdec.core.records import (
     TargetStep,
 )
 from specdec.core.sampling import sample, warp_probs
+from specdec.core.siblings import NO_SIBLINGS, Siblings, choose_siblings
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
 # The round's stages, as core.stopwatch names them when someone measures where the time goes.
@@ -70,6 +71,8 @@ def round_trace(
     draft_cap: int,
     draft_stop: str,
     expected_accept: torch.Tensor,
+    siblings: Siblings = NO_SIBLINGS,
+    kept_sibling: int | None = None,
 ) -> RoundTrace:
     """The round as plain data; without `target_probs` (a lean run) no top-token tables are built."""
     drafted, k = draft.tokens, len(draft.tokens)
@@ -114,6 +117,9 @@ def round_trace(
         target_draws=None if verdict.target_draws is None else verdict.target_draws.tolist(),
         thresholds=None if verdict.thresholds is None else verdict.thresholds.tolist(),
         expected_accept=expected_accept.tolist(),
+        sibling_positions=siblings.positions,
+        sibling_tokens=siblings.tokens,
+        kept_sibling=kept_sibling,
     )
 
 
@@ -170,6 +176,14 @@ def judge(
     return rule.accept(draft.tokens, draft.probs, target_probs, generator), rule.expected(draft.probs, judged)
 
 
+def verify(target: CachedModel, chain: list[int], siblings: Siblings) -> torch.Tensor:
+    """Step 2 of a round: one target pass over [last token, x_1..x_k] and the siblings after them ->
+    logits (k + 1 + siblings, vocab); the cache then holds them all."""
+    if not siblings:
+        return target.extend(chain)
+    return target.extend_tree([*chain, *siblings.tokens], siblings.parents(len(chain) - 1))
+
+
 def speculative_rounds(
     target: CachedModel,
     drafter: Drafter,
@@ -190,6 +204,7 @@ def speculative_rounds(
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
     thresholds = draft_thresholds(settings, target.pass_costs)
+    priced_by = target.pass_costs if settings.price_drafts else ()  # what siblings add to a pass
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
     with stopwatch.stage(PREFILL):
@@ -208,28 +223,38 @@ def speculative_rounds(
         draft_drafted = drafter.cache_length
         drafted = time.perf_counter()
 
-        # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
+        # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions
+        #    (at T = 0 maybe with the draft's second choices beside some drafts: core.siblings).
+        siblings = choose_siblings(draft.probs, draft.tokens, priced_by, settings.draft_threshold) \
+            if sampling.greedy and settings.siblings else NO_SIBLINGS
         with stopwatch.stage(VERIFY):
-            logits = target.extend([tokens[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
+            logits = verify(target, [tokens[-1], *draft.tokens.tolist()], siblings)
         target_verified = target.cache_length
 
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
+        num_drafted = len(draft.tokens)
         with stopwatch.stage(ACCEPT):
             target_probs = warp_probs(logits, sampling)
-            verdict, expected = judge(rule, sampling.greedy, draft, target_probs, generator)
+            chain_probs = target_probs[: num_drafted + 1]  # p at the drafts' positions and after them
+            verdict, expected = judge(rule, sampling.greedy, draft, chain_probs, generator)
+            kept_sibling = siblings.kept(verdict.num_accepted, verdict.next_token)
         verified = time.perf_counter()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
-        emitted, stopped = cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
+        # A kept sibling is the target's own token at the rejection; the token after it comes free.
+        after_sibling = [] if kept_sibling is None else \
+            [int(target_probs[num_drafted + 1 + kept_sibling].argmax())]
+        emitted, stopped = cut_after_stop([*accepted, verdict.next_token, *after_sibling], stop_token_ids)
         context_length = len(tokens)
         tokens += emitted
         num_new += len(emitted)
 
-        # 4. Roll back both KV caches: keep the context and the accepted drafts, drop the rest.
-        #    (The emitted last token is fed at the start of the next round.)
+        # 4. Roll back both KV caches: keep the context and the accepted drafts (and a kept sibling),
+        #    drop the rest. (The emitted last token is fed at the start of the next round.)
         with stopwatch.stage(ROLLBACK):
             surviving = context_length + verdict.num_accepted
-            target.rollback(surviving)
+            sibling_at = [] if kept_sibling is None else [context_length + num_drafted + kept_sibling]
+            target.keep(surviving, sibling_at)
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
@@ -237,8 +262,9 @@ def speculative_rounds(
 
         with stopwatch.stage(TRACE):
             trace = round_trace(
-                index, context_length, draft, target_probs if detail else None, verdict,
+                index, context_length, draft, chain_probs if detail else None, verdict,
                 emitted, drafted - start, verified - drafted, caches, cap, stop, expected,
+                siblings, kept_sibling,
             )  # fmt: skip
         yield trace
         index += 1
