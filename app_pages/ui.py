@@ -28,7 +28,7 @@ from specdec.config import (
     ui_range,
 )
 from specdec.errors import SpecDecError, first_line
-from specdec.lab.kvcache import DRAFT, NOT_FED, READ, CacheRow
+from specdec.lab.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
 from specdec.lab.links import read_link
 from specdec.lab.quiz import COUNT, TICK
 from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
@@ -103,6 +103,7 @@ TOKEN_CSS = """
 .sd-cell.sd-read {background: #bbdefb; border-color: #1565c0;}
 .sd-cell.sd-drafted {background: #e1bee7; border-color: #8e24aa;}
 .sd-cell.sd-unfed {background: #fff; border-style: dashed; border-color: #8e24aa;}
+.sd-cell.sd-sibling {background: #f3e5f5; border-style: dotted; border-color: #8e24aa;}
 .sd-cell.sd-dropped {opacity: 0.35; text-decoration: line-through;}
 </style>
 """
@@ -430,8 +431,9 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
 
 def cache_strip(rows: list[CacheRow], label) -> str:
     """The KV caches as rows of cells (see specdec.lab.kvcache); `label(token_id)` names drafted tokens."""
-    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed"}
-    meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed"}
+    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", SIBLING: "sd-sibling"}
+    meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed",
+               SIBLING: "the draft's second choice, beside the draft at this position"}
     lines = []
     for row in rows:
         steps = " → ".join(str(length) for length in row.lengths)
@@ -450,7 +452,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
         '<div class="sd-legend">'
         + "".join(f'<span class="sd-cell {c}">{n}</span> ' for c, n in (
             ("sd-read", "read this round"), ("sd-drafted", "drafted"), ("sd-unfed", "proposed, never fed"),
-            ("sd-drafted sd-dropped", "dropped by the roll-back")))
+            ("sd-sibling", "second choice"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
         + "</div>"
     )  # fmt: skip
     return f'<div class="sd-cache">{"".join(lines)}{key}</div>'

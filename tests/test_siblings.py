@@ -12,6 +12,7 @@ from specdec.core.cached_model import CachedModel, tree_attention
 from specdec.core.drafters import ModelDrafter
 from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
 from specdec.core.siblings import SIBLING_FLOOR, Siblings, choose_siblings
+from specdec.lab import kvcache
 
 PROMPT = [5, 17, 42, 8, 99, 3]
 GREEDY = SamplingConfig(temperature=0)
@@ -187,3 +188,21 @@ def test_sampling_rounds_verify_chains_only(sharp_target, unsure_draft, vocab):
 def test_bench_races_a_chain_only_row():
     assert parse_race_lengths("6::chain, 4:0.2:free:chain") == [(6, None, None, False),
                                                                 (4, 0.2, False, False)]
+
+
+def test_the_cache_strip_draws_the_siblings_and_keeps_only_the_kept_one(sharp_target, unsure_draft, vocab):
+    traces = [t for t in greedy_run(sharp_target, unsure_draft, vocab) if t.sibling_positions]
+    assert any(t.kept_sibling is not None for t in traces) and any(t.kept_sibling is None for t in traces)
+    for trace in traces:
+        k, siblings = trace.num_drafted, len(trace.sibling_positions)
+        target_row = kvcache.cache_rows(trace, stage=5)[0]
+        kinds = [kvcache.READ] + [kvcache.DRAFT] * k + [kvcache.SIBLING] * siblings
+        assert [c.kind for c in target_row.cells] == kinds
+        # The strip's kept length is the cache's own after the roll-back.
+        assert target_row.kept == trace.caches.target_kept
+        kept_cells = [c for c in target_row.cells if c.kind == kvcache.SIBLING and not c.dropped]
+        if trace.kept_sibling is None:
+            assert not kept_cells
+        else:
+            assert [c.token for c in kept_cells] == [trace.next_token]
+            assert kept_cells[0].position == trace.context_length + trace.num_accepted
