@@ -62,6 +62,7 @@ SETTINGS = {
        for name, config in NUMERIC_SETTINGS.items()},
     "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
     "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
+    "siblings": ("siblings", bool, lambda: _config_default(Settings, "siblings")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # The round view's student mode, so that an instructor's link opens it for every student.
@@ -234,6 +235,8 @@ def sidebar_controls() -> None:
              help=help_of(Settings, "draft_threshold"))
     mirrored(sb.toggle, "Price each draft by this machine's passes", "price_drafts",
              disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
+    mirrored(sb.toggle, "Second choices beside the drafts (temperature 0)", "siblings",
+             disabled=float(st.session_state["temperature"]) > 0, help=help_of(Settings, "siblings"))
     mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
@@ -400,7 +403,7 @@ def current_settings() -> Settings:
     return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
                     seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
                     draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
-                    price_drafts=bool(s["price_drafts"]))
+                    price_drafts=bool(s["price_drafts"]), siblings=bool(s["siblings"]))
 
 
 def token_chip(label: str, style_class: str = "", style: str = "", title: str = "", note: str = "") -> str:

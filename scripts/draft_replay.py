@@ -273,9 +273,11 @@ def parse_lengths(text: str) -> list[tuple[int, float]]:
         lengths = parse_race_lengths(text)
     except SpecDecError:
         raise argparse.ArgumentTypeError(message) from None
-    if any(threshold is None or priced is not None for _, threshold, priced in lengths):
-        raise argparse.ArgumentTypeError(message)  # the replay prices every draft by the passes
-    return [(gamma, threshold) for gamma, threshold, _ in lengths]
+    # The replay prices every draft by the passes, and replays chains.
+    if any(threshold is None or priced is not None or tree is not None
+           for _, threshold, priced, tree in lengths):
+        raise argparse.ArgumentTypeError(message)
+    return [(gamma, threshold) for gamma, threshold, _, _ in lengths]
 
 
 def main() -> None:

@@ -90,8 +90,10 @@ class Settings:
     price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
-    siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft where it "
-                             "is likely enough to pay for its place in the pass (a tree of drafts)")
+    # Off by default: on the machines measured it ran level with chains (README "Second choices").
+    siblings: bool = setting(False, "temperature 0: verify the draft's second choice beside a draft, in the "
+                             "same target pass, where it lowers what the round's tokens cost (a tree of "
+                             "drafts)")
 
     def __post_init__(self) -> None:
         if self.rule not in RULE_NAMES:

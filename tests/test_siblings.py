@@ -6,12 +6,13 @@ import pytest
 import torch
 from tiny_models import perturbed_copy, tiny_model
 
-from specdec.cli.bench import parse_race_lengths
+from specdec.cli.bench import parse_race_lengths, race_methods
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, tree_attention
 from specdec.core.drafters import ModelDrafter
 from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
 from specdec.core.siblings import SIBLING_FLOOR, Siblings, choose_siblings
+from specdec.errors import SpecDecError
 from specdec.lab import kvcache
 
 PROMPT = [5, 17, 42, 8, 99, 3]
@@ -185,9 +186,16 @@ def test_sampling_rounds_verify_chains_only(sharp_target, unsure_draft, vocab):
     assert all(not t.sibling_positions and t.kept_sibling is None for t in traces)
 
 
-def test_bench_races_a_chain_only_row():
-    assert parse_race_lengths("6::chain, 4:0.2:free:chain") == [(6, None, None, False),
-                                                                (4, 0.2, False, False)]
+def test_bench_races_rows_with_and_without_second_choices():
+    assert parse_race_lengths("6::tree, 4:0.2:free:chain") == [(6, None, None, True), (4, 0.2, False, False)]
+    methods = race_methods(["ngram+bundled:A"], adaptive=True, lengths=parse_race_lengths("6::tree,6::chain"))
+    assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
+                                              "n-gram, then model, adaptive, γ 6, second choices",
+                                              "n-gram, then model, adaptive, γ 6, chains only"]
+    assert [m.settings(Settings()).siblings for m in methods[1:]] == [False, True, False]
+    for bad in ("6::tree:chain", "6::tree:tree", "6::bush"):
+        with pytest.raises(SpecDecError):
+            parse_race_lengths(bad)
 
 
 def test_the_cache_strip_draws_the_siblings_and_keeps_only_the_kept_one(sharp_target, unsure_draft, vocab):

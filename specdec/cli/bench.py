@@ -43,7 +43,7 @@ class Method:
     gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
     draft_threshold: float | None = None
     price_drafts: bool | None = None  # False: drafts priced as if short passes were free
-    siblings: bool | None = None  # False: chains only, no second choices beside them (core.siblings)
+    siblings: bool | None = None  # second choices beside the drafts (core.siblings) or chains only
 
     @property
     def length_note(self) -> str:
@@ -52,7 +52,7 @@ class Method:
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
         note += ", passes free" if self.price_drafts is False else ""
-        return note + (", chains only" if self.siblings is False else "")
+        return note + {None: "", True: ", second choices", False: ", chains only"}[self.siblings]
 
     @property
     def name(self) -> str:
@@ -135,23 +135,25 @@ RaceLength = tuple[int, float | None, bool | None, bool | None]
 
 
 def parse_race_lengths(text: str) -> list[RaceLength]:
-    """"3:0.1,5,6:0.1:free,6::chain" -> [(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False,
-    None), (6, None, None, False)]: draft lengths as γ (the cap), optionally the draft threshold, then
-    "free" where drafts are priced as if short passes cost nothing (Settings.price_drafts off) and
-    "chain" where no second choice joins the pass (Settings.siblings off); SpecDecError on anything
-    else or a value Settings would refuse."""
+    """"3:0.1,5,6:0.1:free,6::tree" -> [(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False,
+    None), (6, None, None, True)]: draft lengths as γ (the cap), optionally the draft threshold, then
+    "free" where drafts are priced as if short passes cost nothing (Settings.price_drafts off), and
+    "tree" or "chain" where the draft's second choices join the pass or not (Settings.siblings);
+    SpecDecError on anything else or a value Settings would refuse."""
+    shapes = {"tree": True, "chain": False}
     lengths = []
     for word in text.split(","):
         gamma, threshold, *words = [*word.strip().split(":"), ""]
         words = [w for w in words if w]
         try:
-            if len(set(words)) < len(words) or not set(words) <= {"free", "chain"}:
+            named_shapes = [shapes[w] for w in words if w in shapes]
+            if len(set(words)) < len(words) or not set(words) <= {"free", *shapes} or len(named_shapes) > 1:
                 raise ValueError(word)
-            length = (int(gamma), float(threshold) if threshold else None,
-                      False if "free" in words else None, False if "chain" in words else None)
+            length = (int(gamma), float(threshold) if threshold else None, False if "free" in words else None,
+                      next(iter(named_shapes), None))
         except ValueError:
-            message = (f"--race-lengths takes γ, γ:threshold, maybe followed by :free and :chain, "
-                       f"separated by commas, got {text!r}")
+            message = (f"--race-lengths takes γ or γ:threshold, maybe followed by :free and by :tree or "
+                       f":chain, separated by commas, got {text!r}")
             raise SpecDecError(message) from None
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)
