@@ -10,6 +10,7 @@ from specdec.cli.bench import parse_race_lengths, race_methods
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, tree_attention
 from specdec.core.drafters import ModelDrafter
+from specdec.core.metrics import summarize
 from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
 from specdec.core.siblings import SIBLING_FLOOR, Siblings, choose_siblings
 from specdec.errors import SpecDecError
@@ -168,6 +169,10 @@ def test_greedy_with_siblings_equals_the_target_alone_and_keeps_some(sharp_targe
         assert trace.sibling_tokens[trace.kept_sibling] == trace.next_token
         assert trace.sibling_positions[trace.kept_sibling] == trace.num_accepted
         assert len(trace.emitted_tokens) == trace.num_accepted + 2
+    # Each kept second choice is one token beyond the chain's (accepted drafts + one per pass).
+    metrics = summarize(traces)
+    assert metrics.second_choices_kept == len(kept) and metrics.second_choices >= len(kept)
+    assert metrics.tokens_emitted - metrics.accepted - metrics.rounds == metrics.second_choices_kept
     chains = greedy_run(sharp_target, unsure_draft, vocab, siblings=False)
     assert len(traces) < len(chains)  # fewer target passes for the same tokens
     assert all(not t.sibling_positions for t in chains)

@@ -308,6 +308,9 @@ def run_bench_sets(
                     "verify_cost": theory.verify_cost,
                     "theoretical_speedup": theory.paper,
                     "theoretical_speedup_here": theory.on_this_machine,
+                    "rounds": metrics.rounds,
+                    "second_choices": metrics.second_choices,
+                    "second_choices_kept": metrics.second_choices_kept,
                 }
                 if method.hf_label() in rates:
                     row["over_hf_assisted"] = _rate(rates[method.label], rates[method.hf_label()])
