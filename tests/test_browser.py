@@ -1,7 +1,7 @@
 """The real app in a real browser: start `streamlit run app.py`, drive it with Playwright + Chromium.
 
 As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round:
-    python tests/test_browser.py [--bundled]     (screenshots under test-artifacts/)
+    python tests/test_browser.py [--bundled [--second-choices]]     (screenshots under test-artifacts/)
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     pair = ModelPair.load(target, drafter)
     budget = int(params.get("max_new_tokens", Settings.max_new_tokens))
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
-                        budget, int(params["seed"]))  # fmt: skip
+                        budget, int(params["seed"]), siblings=params.get("siblings") == "True")  # fmt: skip
     stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
     while stepper.step() is not None:
         pass
@@ -261,6 +261,8 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
             found.setdefault("bonus", trace.index)
         if trace.num_drafted and trace.draft_stop == STOP_CONFIDENCE:
             found.setdefault("adaptive-stop", trace.index)
+        if trace.kept_sibling is not None:
+            found.setdefault("second-choice", trace.index)
     return found
 
 
@@ -297,6 +299,8 @@ if __name__ == "__main__":  # screenshots for people to look at
         target, drafter, chat = BUNDLED_TARGET, LOOKUP_FIRST + BUNDLED_DRAFT, True  # the default
         params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
                   "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": drafter}  # fmt: skip
+        if "--second-choices" in sys.argv:  # greedy, with the draft's second choices in the pass
+            params |= {"temperature": "0.0", "siblings": "True"}
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         from tiny_models import save_tiny_model
@@ -308,11 +312,11 @@ if __name__ == "__main__":  # screenshots for people to look at
     env = {"SPECDEC_TARGET": target, "SPECDEC_DRAFTER": drafter, "SPECDEC_CHAT": "1" if chat else "0"}
     wanted = interesting_rounds(target, drafter, params, chat)
     print("rounds worth a picture:", wanted)
-    prefix = "bundled" if bundled else "tiny"
+    prefix = ("bundled" if bundled else "tiny") + ("-second-choices" if "siblings" in params else "")
     with streamlit_server(env, timeout=180) as base, browser_page(height=1800) as page:
         open_rounds(page, base, params)
         done = 0
-        for kind in ("partial", "bonus", "adaptive-stop"):
+        for kind in ("partial", "bonus", "adaptive-stop", "second-choice"):
             if kind not in wanted and kind == "partial" and "rejection" in wanted:
                 kind = "rejection"
             if kind not in wanted:

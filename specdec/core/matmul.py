@@ -43,7 +43,7 @@ AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took
 rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
 61.8 ms packed. So the choice is made per pass size: one-token passes get the layout that runs them
 fastest, and verification passes the layout, and the size it takes over from, that spends least over
-passes of 2 to 5 tokens; where that is another layout the model gets a split layout such as
+passes of 2 to 8 tokens (VERIFIED_SIZES); where that is another layout the model gets a split layout such as
 "rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed). Plain decoding and drafting
 then run in the first, long verification passes in the second, and target-only decoding, the
 baseline every speed-up is measured against, runs as fast as this machine allows.
@@ -371,7 +371,7 @@ def candidate_layouts(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
 
 def choose_layout(model: nn.Module) -> str:
     """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
-    pass fastest, split (module docstring) where another runs passes of 2 to 5 tokens faster; timed once per
+    pass fastest, split (module docstring) where another runs passes of 2 to 8 tokens faster; timed once per
     process and model, the candidates taking turns on the same context (`_fastest_layout`). Other
     models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, mkl, or a split such as
     rows/packed@4)."""
@@ -402,11 +402,18 @@ def _fastest_passes(model: nn.Module, layouts: tuple[str, ...], sizes: range, sw
     return fastest
 
 
+# The verification passes a layout is chosen for: at the default γ 6 a round verifies up to 7 tokens, and
+# code's rounds often do. (Timed over 2 to 5 tokens only, with AVX2 kernels on the AMD EPYC with AVX-512
+# columns and packed ran level at 5 and the choice flipped between them, though packed ran passes over 6
+# and 7 tokens a tenth cheaper: 1.65-1.77 one-token passes against 1.86-1.98, 2026-12-05.)
+VERIFIED_SIZES = range(2, 9)
+
+
 def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
-    """The layout (or split) to keep, from every candidate's passes over 1 to 5 tokens, timed in turns
+    """The layout (or split) to keep, from every candidate's passes over 1 to 8 tokens, timed in turns
     (`_fastest_passes`). (Timed one layout after another, two passes each, three processes in a row on
     the Intel Xeon with AVX2 kernels chose three different layouts.)"""
-    layouts, sizes = candidate_layouts(model.dtype), range(1, 6)
+    layouts, sizes = candidate_layouts(model.dtype), range(1, VERIFIED_SIZES.stop)
     fastest = _fastest_passes(model, layouts, sizes, sweeps)
     few = min(layouts, key=lambda layout: fastest[layout, 1])
 
@@ -415,10 +422,10 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
         return sum(fastest[few if size < many_from else many, size] for size in sizes[1:])
 
     # The layout for verification passes and the size it takes over from: whichever spends least over
-    # passes of 2 to 5 tokens. (Read off one size, the 5-token pass, where two layouts ran level within
+    # passes of 2 to 8 tokens. (Read off one size, the 5-token pass, where two layouts ran level within
     # the noise, the choice flipped between rows throughout and packed from 2, which ran 2 to 4 tokens
     # a tenth faster with AVX2 kernels.)
-    many, many_from = min(itertools.product(layouts, range(2, 6)), key=verification_seconds)
+    many, many_from = min(itertools.product(layouts, VERIFIED_SIZES), key=verification_seconds)
     return split_layout(few, many, many_from)
 
 
