@@ -90,8 +90,9 @@ class Settings:
     price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
-    # Off by default: on the machines measured it ran level with chains (README "Second choices").
-    siblings: bool = setting(False, "temperature 0: verify the draft's second choice beside a draft, in the "
+    # On: ahead on code in every race with both kernel sets, and picked by bench's rule for the default
+    # (README "Second choices beside the drafts").
+    siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft, in the "
                              "same target pass, where it lowers what the round's tokens cost (a tree of "
                              "drafts)")
 

@@ -100,18 +100,18 @@ def test_a_race_names_each_row_by_its_drafter_and_draft_length():
 def test_a_race_length_makes_a_row_of_its_own_and_never_the_default_row():
     methods = race_methods(["ngram+bundled:A"], adaptive=True,
                            lengths=[(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False, None),
-                                    (6, None, None, True)])
+                                    (6, None, None, False)])
     assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
                                               "n-gram, then model, adaptive, γ 3, threshold 0.1",
                                               "n-gram, then model, adaptive, γ 5",
                                               "n-gram, then model, adaptive, γ 6, threshold 0.1, passes free",
-                                              "n-gram, then model, adaptive, γ 6, second choices"]
+                                              "n-gram, then model, adaptive, γ 6, chains only"]
     assert methods[2].name == "ngram+bundled:A, adaptive, γ 3, threshold 0.1"
     own = Settings(gamma=4, draft_threshold=0.2, adaptive=False)
     assert (methods[2].settings(own).gamma, methods[2].settings(own).draft_threshold) == (3, 0.1)
     assert methods[3].settings(own).draft_threshold == 0.2 and methods[1].settings(own).adaptive
     assert methods[2].settings(own).price_drafts and not methods[4].settings(own).price_drafts
-    assert not methods[4].settings(own).siblings and methods[5].settings(own).siblings
+    assert methods[4].settings(own).siblings and not methods[5].settings(own).siblings
     assert default_method(methods, "ngram+bundled:A", adaptive=True) == "n-gram, then model, adaptive"
     assert parse_race_lengths("3:0.1, 5,6:0.1:free") == [(3, 0.1, None, None), (5, None, None, None),
                                                          (6, 0.1, False, None)]

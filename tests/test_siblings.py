@@ -197,7 +197,8 @@ def test_bench_races_rows_with_and_without_second_choices():
     assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
                                               "n-gram, then model, adaptive, γ 6, second choices",
                                               "n-gram, then model, adaptive, γ 6, chains only"]
-    assert [m.settings(Settings()).siblings for m in methods[1:]] == [False, True, False]
+    assert [m.settings(Settings(siblings=False)).siblings for m in methods[1:]] == [False, True, False]
+    assert [m.settings(Settings(siblings=True)).siblings for m in methods[1:]] == [True, True, False]
     for bad in ("6::tree:chain", "6::tree:tree", "6::bush"):
         with pytest.raises(SpecDecError):
             parse_race_lengths(bad)
