@@ -333,6 +333,9 @@ def _stage_verify(trace, labels) -> None:
     st.markdown(
         f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
         f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
+        + (f" The same pass scores the draft's second choice beside {len(trace.sibling_positions)} "
+           "draft(s), each seeing only the tokens before its draft (a tree attention mask), and p after "
+           "each." if trace.sibling_positions else "")
     )
     rows = []
     for i, position in enumerate(trace.positions):
