@@ -48,7 +48,8 @@ class Method:
     @property
     def length_note(self) -> str:
         """", γ 3, threshold 0.1" for a row with a draft length of its own (", passes free" where its
-        drafts are not priced by the passes); "" at the run's settings."""
+        drafts are not priced by the passes, ", second choices" or ", chains only" where it sets whether
+        the draft's second choices join the pass); "" at the run's settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
         note += ", passes free" if self.price_drafts is False else ""

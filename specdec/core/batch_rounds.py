@@ -15,8 +15,8 @@ A row that finishes (stop token or budget) leaves the batch; the others go on.
 
 Every row's trace is the RoundTrace the single-sequence loop writes, so metrics and charts read it
 unchanged. Its draft_seconds and verify_seconds are the batch's: the row waited that long for them.
-A batch of one runs exactly the single loop's steps with chains, and a row's tokens never depend on the other
-rows (up to floating-point summation order in a wider pass, ~1e-6 of a logit).
+A batch of one runs exactly the single loop's steps with chains, and a row's tokens never depend on
+the other rows (up to floating-point summation order in a wider pass, ~1e-6 of a logit).
 """
 
 from __future__ import annotations
