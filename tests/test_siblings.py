@@ -2,6 +2,8 @@
 path at a time computes, the round keeps a sibling only where the target chose it, and greedy output
 stays the target's."""
 
+import copy
+
 import pytest
 import torch
 from tiny_models import perturbed_copy, tiny_model
@@ -116,9 +118,12 @@ def prefilled(model, vocab, keep_features=False):
     return cached
 
 
-@pytest.mark.parametrize("keep_features", [False, True])
-def test_a_tree_pass_and_its_kept_path_equal_feeding_that_path_alone(tiny_target, vocab, keep_features):
+@pytest.mark.parametrize(("keep_features", "attention"), [(False, "sdpa"), (True, "sdpa"), (False, "eager")])
+def test_a_tree_pass_and_its_kept_path_equal_feeding_that_path_alone(tiny_target, vocab, keep_features,
+                                                                     attention):
     last, x1, x2, sibling = PROMPT[-1], 40, 41, 77
+    tiny_target = copy.deepcopy(tiny_target)
+    tiny_target.set_attn_implementation(attention)  # eager adds the mask to the scores, sdpa reads it
     tree = prefilled(tiny_target, vocab, keep_features)
     cached = tree.cache_length
     logits = tree.extend_tree([last, x1, x2, sibling], [-1, 0, 1, 0])
@@ -184,6 +189,13 @@ def test_a_round_that_kept_the_wrong_keys_would_be_caught(sharp_target, unsure_d
     monkeypatch.setattr(CachedModel, "keep", lambda self, length, then: self.rollback(length + len(then)))
     traces = greedy_run(sharp_target, unsure_draft, vocab)
     assert [t for trace in traces for t in trace.emitted_tokens] != plain_greedy(sharp_target, vocab)
+
+
+def test_an_attention_without_the_trees_mask_verifies_chains(sharp_target, unsure_draft, vocab, monkeypatch):
+    monkeypatch.setattr(CachedModel, "takes_trees", property(lambda self: False))
+    traces = greedy_run(sharp_target, unsure_draft, vocab)
+    assert all(not t.sibling_positions for t in traces)
+    assert [t for trace in traces for t in trace.emitted_tokens] == plain_greedy(sharp_target, vocab)
 
 
 def test_sampling_rounds_verify_chains_only(sharp_target, unsure_draft, vocab):

@@ -50,6 +50,10 @@ class ReducedHead:
         return logits
 
 
+# Attention implementations that read a 4D additive mask as given (flash attention takes none).
+TREE_ATTENTION = ("sdpa", "eager")
+
+
 def tree_attention(parents: list[int], cached: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The mask and positions for feeding a tree of tokens after `cached` ones: token i sees the cache,
     its ancestors and itself. -> (bool mask (1, 1, n, cached + n), True where attending; position ids
@@ -120,20 +124,27 @@ class CachedModel:
             return self.head.logits(hidden, self.vocab_size, self.layout)
         return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
 
+    @property
+    def takes_trees(self) -> bool:
+        """Whether its attention reads the mask `extend_tree` gives (else rounds verify chains)."""
+        return self.model.config._attn_implementation in TREE_ATTENTION
+
     @torch.inference_mode()
     def extend_tree(self, token_ids: list[int], parents: list[int]) -> torch.Tensor:
         """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
         ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
         token's next-token logits (tokens, vocab), float32, CPU. The cache then holds every token of the
         tree, in this order; `keep` picks the path that survived."""
-        mask, positions = tree_attention(parents, self.cache_length)
-        device = self.model.device
+        sees, positions = tree_attention(parents, self.cache_length)
+        device, dtype = self.model.device, self.model.dtype
+        # Additive, as eager attention adds it to the scores (it would add a bool mask as 0s and 1s).
+        mask = torch.zeros(sees.shape, dtype=dtype).masked_fill(~sees, torch.finfo(dtype).min).to(device)
         input_ids = torch.tensor([token_ids], device=device)
         if self.head is None and not self.keep_features:
-            output = self.model(input_ids=input_ids, attention_mask=mask.to(device),
-                                position_ids=positions.to(device), cache=self.cache, use_cache=True)
+            output = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions.to(device),
+                                cache=self.cache, use_cache=True)
             return output.logits[0, :, : self.vocab_size].float().cpu()
-        hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=mask.to(device),
+        hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=mask,
                                           position_ids=positions.to(device), cache=self.cache,
                                           use_cache=True).last_hidden_state[0]
         if self.keep_features:

@@ -226,7 +226,7 @@ def speculative_rounds(
         # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions
         #    (at T = 0 maybe with the draft's second choices beside some drafts: core.siblings).
         siblings = choose_siblings(draft.probs, draft.tokens, priced_by, settings.draft_threshold) \
-            if sampling.greedy and settings.siblings else NO_SIBLINGS
+            if sampling.greedy and settings.siblings and target.takes_trees else NO_SIBLINGS
         with stopwatch.stage(VERIFY):
             logits = verify(target, [tokens[-1], *draft.tokens.tolist()], siblings)
         target_verified = target.cache_length
