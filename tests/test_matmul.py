@@ -340,21 +340,23 @@ def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkey
     assert matmul.choose_layout(model) == expected == matmul.layout_of(model)
 
 
+def layout_chosen_from(tiny_target, monkeypatch, seconds: dict[str, list[float]]) -> str:
+    """The layout choose_layout keeps where a pass over n tokens takes seconds[layout][n - 1]."""
+    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
+    monkeypatch.setattr(matmul, "_CHOSEN", {})
+    monkeypatch.setattr(matmul, "_pass_seconds",
+                        lambda model, tokens=1, **_: seconds[matmul.layout_of(model)][tokens - 1])
+    return matmul.choose_layout(copy.deepcopy(tiny_target))
+
+
 @needs_onednn
 def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_target, monkeypatch):
     """Packed a tenth faster over 2 to 4 tokens and level with rows at 5 (as with AVX2 kernels on the
     Intel Xeon): packed takes over from 2 tokens. Read off the 5-token pass alone, rows would stay."""
-    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(matmul, "_CHOSEN", {})
     seconds = {matmul.ROWS: [1.0, 1.7, 1.7, 1.7, 1.80, 1.9, 2.0, 2.1],
                matmul.PACKED: [1.3, 1.5, 1.5, 1.5, 1.81, 1.9, 2.0, 2.1],
                matmul.COLUMNS: [3.0] * 8, matmul.MKL: [3.0] * 8}  # fmt: skip
-
-    def fake_seconds(model, tokens=1, **_):
-        return seconds[matmul.layout_of(model)][tokens - 1]
-
-    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
-    assert matmul.choose_layout(copy.deepcopy(tiny_target)) == "rows/packed@2"
+    assert layout_chosen_from(tiny_target, monkeypatch, seconds) == "rows/packed@2"
 
 
 @needs_onednn
@@ -362,17 +364,10 @@ def test_the_longest_verification_passes_count_too(tiny_target, monkeypatch):
     """Columns and packed level over 2 to 5 tokens, packed a tenth cheaper over 6 to 8 (as with AVX2
     kernels on the AMD EPYC with AVX-512): packed takes over from 5. Timed to 5 tokens only, columns
     would stay, and code's rounds, which often verify 7 tokens, would pay for it."""
-    monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(matmul, "_CHOSEN", {})
     seconds = {matmul.COLUMNS: [1.0, 1.0, 1.3, 1.3, 1.56, 1.86, 1.98, 1.98],
                matmul.PACKED: [1.3, 1.3, 1.4, 1.4, 1.56, 1.65, 1.75, 1.75],
                matmul.ROWS: [3.0] * 8, matmul.MKL: [3.0] * 8}  # fmt: skip
-
-    def fake_seconds(model, tokens=1, **_):
-        return seconds[matmul.layout_of(model)][tokens - 1]
-
-    monkeypatch.setattr(matmul, "_pass_seconds", fake_seconds)
-    assert matmul.choose_layout(copy.deepcopy(tiny_target)) == "columns/packed@5"
+    assert layout_chosen_from(tiny_target, monkeypatch, seconds) == "columns/packed@5"
 
 
 def test_pass_costs_are_timed_per_size_relative_to_one_token_and_never_fall(tiny_target, monkeypatch):
