@@ -96,7 +96,6 @@ class CachedModel:
         """How many tokens the model has seen (and holds keys/values for)."""
         return self.cache.get_seq_length()
 
-    @torch.inference_mode()
     def extend(self, token_ids: list[int], keep_last: int = 0) -> torch.Tensor:
         """Feed new tokens in one forward pass -> next-token logits (positions, vocab), float32, CPU.
 
@@ -104,32 +103,13 @@ class CachedModel:
         The acceptance rule runs on the CPU with a CPU generator, so a seed replays identically
         whatever device the model is on.
         """
-        input_ids = torch.tensor([token_ids], device=self.model.device)
-        by_hand = self.steps_by_hand and len(token_ids) == 1
-        if self.head is None and not self.keep_features and not by_hand:
-            output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
-                                logits_to_keep=keep_last)
-            return output.logits[0, :, : self.vocab_size].float().cpu()
-        # The model's own forward in its two steps (the decoder by hand for a draft's single token), to
-        # keep the first's output or use a reduced head.
-        if by_hand:
-            hidden = decoder_step(self.model, self.cache, token_ids[0])
-        else:
-            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache,
-                                              use_cache=True).last_hidden_state[0]
-        if self.keep_features:
-            self.features = torch.cat([self.features, hidden])
-        hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
-        if self.head is not None:
-            return self.head.logits(hidden, self.vocab_size, self.layout)
-        return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
+        return self._forward(token_ids, keep_last)
 
     @property
     def takes_trees(self) -> bool:
         """Whether its attention reads the mask `extend_tree` gives (else rounds verify chains)."""
         return self.model.config._attn_implementation in TREE_ATTENTION
 
-    @torch.inference_mode()
     def extend_tree(self, token_ids: list[int], parents: list[int]) -> torch.Tensor:
         """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
         ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
@@ -138,17 +118,28 @@ class CachedModel:
         sees, positions = tree_attention(parents, self.cache_length)
         device, dtype = self.model.device, self.model.dtype
         # Additive, as eager attention adds it to the scores (it would add a bool mask as 0s and 1s).
-        mask = torch.zeros(sees.shape, dtype=dtype).masked_fill(~sees, torch.finfo(dtype).min).to(device)
-        input_ids = torch.tensor([token_ids], device=device)
-        if self.head is None and not self.keep_features:
-            output = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions.to(device),
-                                cache=self.cache, use_cache=True)
+        mask = torch.zeros(sees.shape, dtype=dtype).masked_fill(~sees, torch.finfo(dtype).min)
+        return self._forward(token_ids, 0, attention_mask=mask.to(device), position_ids=positions.to(device))
+
+    @torch.inference_mode()
+    def _forward(self, token_ids: list[int], keep_last: int, **tree) -> torch.Tensor:
+        """`extend`'s pass; `tree`: the attention mask and position ids of `extend_tree`, if any."""
+        input_ids = torch.tensor([token_ids], device=self.model.device)
+        by_hand = self.steps_by_hand and len(token_ids) == 1 and not tree
+        if self.head is None and not self.keep_features and not by_hand:
+            output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
+                                logits_to_keep=keep_last, **tree)
             return output.logits[0, :, : self.vocab_size].float().cpu()
-        hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=mask,
-                                          position_ids=positions.to(device), cache=self.cache,
-                                          use_cache=True).last_hidden_state[0]
+        # The model's own forward in its two steps (the decoder by hand for a draft's single token), to
+        # keep the first's output or use a reduced head.
+        if by_hand:
+            hidden = decoder_step(self.model, self.cache, token_ids[0])
+        else:
+            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True,
+                                              **tree).last_hidden_state[0]
         if self.keep_features:
             self.features = torch.cat([self.features, hidden])
+        hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
         if self.head is not None:
             return self.head.logits(hidden, self.vocab_size, self.layout)
         return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()

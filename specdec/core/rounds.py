@@ -155,13 +155,18 @@ def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int
     return cap
 
 
+def priced_passes(settings: Settings, pass_costs: Sequence[float]) -> Sequence[float]:
+    """The pass costs a round prices its drafts and second choices by: none where Settings.price_drafts
+    is off (short passes then count as free)."""
+    return pass_costs if settings.price_drafts else ()
+
+
 def draft_thresholds(settings: Settings, pass_costs: Sequence[float]) -> list[float]:
     """What each draft's chance of surviving must beat (core.drafters.stop_thresholds), priced with
     the target's `pass_costs` here unless told not to; none without an adaptive draft length."""
     if not settings.adaptive:
         return []
-    priced_by = pass_costs if settings.price_drafts else ()
-    return stop_thresholds(settings.draft_threshold, priced_by, settings.gamma)
+    return stop_thresholds(settings.draft_threshold, priced_passes(settings, pass_costs), settings.gamma)
 
 
 def judge(
@@ -204,7 +209,7 @@ def speculative_rounds(
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
     thresholds = draft_thresholds(settings, target.pass_costs)
-    priced_by = target.pass_costs if settings.price_drafts else ()  # what siblings add to a pass
+    priced_by = priced_passes(settings, target.pass_costs)  # what a second choice adds to a pass
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
     with stopwatch.stage(PREFILL):

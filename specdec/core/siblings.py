@@ -72,9 +72,10 @@ def choose_siblings(draft_probs: torch.Tensor, draft_tokens: torch.Tensor, pass_
     first = draft_probs[torch.arange(k), draft_tokens]  # q of each draft
     survive = torch.cumprod(first, 0)  # every draft up to this one survives
     before = torch.cat([torch.ones(1), survive[:-1]])
-    others = draft_probs.clone()
-    others[torch.arange(k), draft_tokens] = 0.0
-    second_probs, second_tokens = others.max(dim=-1)
+    top_probs, top_tokens = draft_probs.topk(2, dim=-1)  # the draft's own token is one of the two
+    drafted_first = top_tokens[:, 0] == draft_tokens
+    second_probs = torch.where(drafted_first, top_probs[:, 1], top_probs[:, 0])
+    second_tokens = torch.where(drafted_first, top_tokens[:, 1], top_tokens[:, 0])
     chances = before * second_probs
     costs = costs_up_to(pass_costs, 2 * k + 1)
     expected_tokens, round_cost = 1.0 + float(survive.sum()), costs[k] + step_price * k

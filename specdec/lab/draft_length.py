@@ -5,6 +5,7 @@ from __future__ import annotations
 from specdec.config import Settings
 from specdec.core.drafters import costs_up_to, stop_thresholds
 from specdec.core.records import STOP_BUDGET, STOP_CAP, STOP_CONFIDENCE, STOP_NO_MATCH, RoundTrace
+from specdec.core.rounds import priced_passes
 
 
 def running_confidence(trace: RoundTrace) -> list[float]:
@@ -46,7 +47,7 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
 def draft_prices(pass_costs: tuple[float, ...], settings: Settings) -> list[dict]:
     """Per draft a round may make: the pass that verifies it, what that pass costs here in plain steps
     (timed at load), what the draft adds to it, and the chance of surviving it must beat."""
-    priced_by = pass_costs if settings.price_drafts else ()
+    priced_by = priced_passes(settings, pass_costs)
     thresholds = stop_thresholds(settings.draft_threshold, priced_by, settings.gamma)
     costs = costs_up_to(priced_by, settings.gamma + 1)
     return [{"draft": i + 1, "tokens in the pass": i + 2,  # draft i + 1, the drafts before it, the last token
