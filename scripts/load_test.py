@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--clicks", type=int, default=5)
     parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--temperature", type=float,
+                        help="open the round view at this temperature (default: the app's own)")  # fmt: skip
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
     parser.add_argument("--long-prompt-chars", type=int, default=0,
                         help="one more session opens a prompt this long while the others step")  # fmt: skip
@@ -221,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server's process id: also print its CPU time per click")  # fmt: skip
     args = parser.parse_args(argv)
     params = {"prompt": args.prompt, "seed": "0"}
+    if args.temperature is not None:  # 0: greedy rounds, with second choices beside the drafts
+        params["temperature"] = str(args.temperature)
     cpu_marks: list[dict[str, float]] = []
     results, long_seconds = asyncio.run(
         run_load(args.url.rstrip("/"), args.sessions, args.clicks, params, args.long_prompt_chars,

@@ -6,7 +6,9 @@ Loads the bundled pair once and prints, for each matrix layout of the fp32 targe
 (specdec.core.matmul), and the split one picked at load if it is one: the target's cached forward
 pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
 then the milliseconds per round in each stage of the round loop, with the round view's full traces
-and lean (as bench runs), on a held-out code prompt with the default drafter; last, in the layout
+and lean (as bench runs), on a held-out code prompt with the default drafter; then columns (and the
+layout picked at load, if it has columns) once more with a long layer's weight whole, not in the
+halves core.matmul's columns layout multiplies 3 or more tokens by; last, in the layout
 picked at load, lean with the draft's one-token steps through the library's forward
 (SPECDEC_DRAFT_STEP=library) and by hand (core.decoder_step) once more. The layouts are
 measured in one run, side by side.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -47,15 +50,26 @@ def main() -> None:
     print(f"drafter: {pair.drafter_name}; prompt: {prompt!r}; {settings}\n")
     print(f"{'layout':<15} " + " ".join(f"{n:>2} tok ms" for n in SIZES) + "   (cached forward pass, median)")
     breakdowns = {}
-    # Every layout, and the one picked at load where it is a split (fewer rows in one, more in another).
-    for layout in dict.fromkeys([*matmul.candidate_layouts(), chosen]):
+
+    def measure(layout: str, name: str) -> None:
         matmul.set_layout(pair.target.model, layout)
         timing.warm_up(pair, prompt_ids)
         costs = {r["tokens"]: r["seconds"] for r in timing.forward_cost_by_size(pair, prompt_ids, SIZES, 9)}
-        print(f"{layout:<15} " + " ".join(f"{1000 * costs[n]:>9.1f}" for n in SIZES))
+        print(f"{name:<15} " + " ".join(f"{1000 * costs[n]:>9.1f}" for n in SIZES))
         for label, detail in (("full trace", True), ("lean", False)):
-            breakdowns[f"{layout}, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, detail,
-                                                                      args.repeats)
+            breakdowns[f"{name}, {label}"] = timing.round_breakdown(pair, prompt_ids, settings, detail,
+                                                                    args.repeats)
+
+    # Every layout, and the one picked at load where it is a split (fewer rows in one, more in another).
+    for layout in dict.fromkeys([*matmul.candidate_layouts(), chosen]):
+        measure(layout, layout)
+    # Columns (and a split picked at load that has it) once more with a long layer's weight whole over
+    # any number of rows, not in two halves.
+    halves_from, matmul.HALVES_FROM_INPUTS = matmul.HALVES_FROM_INPUTS, math.inf
+    for layout in dict.fromkeys([matmul.COLUMNS, chosen]):
+        if matmul.COLUMNS in layout.partition("@")[0].split("/"):
+            measure(layout, f"{layout}, whole")
+    matmul.HALVES_FROM_INPUTS = halves_from
     matmul.set_layout(pair.target.model, chosen)
     # The same draft with its one-token steps through the library's forward (core.decoder_step).
     for label, draft_step in (("draft by library", "library"), ("again", None)):

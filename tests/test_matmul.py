@@ -28,6 +28,26 @@ def test_column_linear_computes_what_linear_computes(rows, bias):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_a_long_column_layer_multiplies_two_halves_of_its_inputs_over_three_rows_or_more():
+    layer = nn.Linear(matmul.HALVES_FROM_INPUTS + 6, 40)
+    matmul.set_layout(layer, matmul.COLUMNS)
+    with torch.no_grad():
+        for rows in (1, 2):
+            torch.testing.assert_close(layer(torch.randn(rows, layer.in_features)).shape, (rows, 40))
+        assert layer not in matmul._REORDERED  # one or two rows multiply the whole weight
+        x = torch.randn(4, layer.in_features)
+        before = layer(x)
+        first, second = matmul._REORDERED[layer][matmul.COLUMNS][1]
+        assert first.is_contiguous() and torch.equal(torch.cat([first, second], dim=1), layer.weight)
+        torch.testing.assert_close(before, nn.Linear.forward(layer, x), rtol=1e-5, atol=1e-5)
+        layer.weight.mul_(2)  # changed in place: the halves must be made again
+        torch.testing.assert_close(layer(x) - layer.bias, 2 * (before - layer.bias), rtol=1e-5, atol=1e-5)
+    layer(x).sum().backward()  # with gradients on, the plain weight is used, so autograd works
+    assert layer.weight.grad is not None
+    matmul.set_layout(layer, matmul.ROWS)
+    assert layer not in matmul._REORDERED
+
+
 needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this torch has no oneDNN")
 needs_mkl = pytest.mark.skipif(not matmul.mkl_available(), reason="this torch has no MKL")
 bf16_math = pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="no bf16 math")

@@ -2,7 +2,9 @@
 
 Four layouts compute the same numbers (only the summation order differs):
 - rows: nn.Linear as it is, x @ Wᵀ;
-- columns: the weight on the left, y = (W @ xᵀ)ᵀ (below);
+- columns: the weight on the left, y = (W @ xᵀ)ᵀ (below); a layer with many inputs (an MLP's
+  down-projection) multiplies 3 or more token rows as two halves of its inputs, summed, from a copy of
+  its weight in two halves kept beside it (ColumnLinear);
 - packed: oneDNN with the weight reordered once into its own blocked layout (`PackedLinear`);
 - mkl: MKL's packed matrix product (cblas_sgemm_pack), fp32 only (`MklLinear`).
 
@@ -81,11 +83,27 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (weight @ rows.T).T[:count].contiguous()
 
 
+# MKL multiplies a few columns slowly against a long inner dimension: SmolLM2-135M's MLP down-projection
+# (1536 inputs) took 245-275 µs over 3 or 4 tokens and 115 µs over 2, two halves of its inputs
+# multiplied apart and summed 135-175 µs over 3 or 4 (a timing of 30 such layers, 2026-12-06, the
+# 2-core AMD EPYC with AVX-512, with its own kernels and held to AVX2 alike). The halves must be
+# contiguous copies (slices of the weight ran slower than the whole), so such a layer keeps them
+# beside its weight. Layers with fewer inputs (576) ran slower split, and so did 1 or 2 tokens.
+HALVES_FROM_INPUTS = 1024
+
+
 class ColumnLinear(nn.Linear):
-    """nn.Linear with the weight on the left (see the module's docstring); same weights, same results."""
+    """nn.Linear with the weight on the left (see the module's docstring); same weights, same results
+    but for the summation order of a long layer over 3 or more tokens (HALVES_FROM_INPUTS)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = linear_columns(x.reshape(-1, x.shape[-1]), self.weight)
+        rows = x.reshape(-1, x.shape[-1])
+        if rows.shape[0] > 2 and self.in_features >= HALVES_FROM_INPUTS and not _plain_weight_needed(self, x):
+            first, second = _reordered(self, COLUMNS)  # its weight in two halves
+            half = first.shape[1]
+            out = linear_columns(rows[:, :half], first) + linear_columns(rows[:, half:], second)
+        else:
+            out = linear_columns(rows, self.weight)
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features)
@@ -169,7 +187,9 @@ def int8_available() -> bool:
 
 _REORDER = {PACKED: lambda weight: torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT[PACKED]),
             MKL: lambda weight: torch.ops.mkl._mkl_reorder_linear_weight(weight, _ROWS_HINT[MKL]),
-            INT8: int8_weights}
+            INT8: int8_weights,
+            COLUMNS: lambda weight: (weight[:, : weight.shape[1] // 2].contiguous(),
+                                    weight[:, weight.shape[1] // 2 :].contiguous())}  # ColumnLinear's
 
 
 def _reordered(layer: nn.Linear, layout: str) -> torch.Tensor:
