@@ -83,12 +83,15 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (weight @ rows.T).T[:count].contiguous()
 
 
-# MKL multiplies a few columns slowly against a long inner dimension: SmolLM2-135M's MLP down-projection
-# (1536 inputs) took 245-275 µs over 3 or 4 tokens and 115 µs over 2, two halves of its inputs
-# multiplied apart and summed 135-175 µs over 3 or 4 (a timing of 30 such layers, 2026-12-06, the
-# 2-core AMD EPYC with AVX-512, with its own kernels and held to AVX2 alike). The halves must be
-# contiguous copies (slices of the weight ran slower than the whole), so such a layer keeps them
-# beside its weight. Layers with fewer inputs (576) ran slower split, and so did 1 or 2 tokens.
+# MKL multiplies a few columns slowly against a long inner dimension: over 4 tokens SmolLM2-135M's MLP
+# down-projection (1536 inputs) took about twice what it took over 2, where its other layers grew by a
+# fifth at most. As two halves of its inputs, summed, it took about what it took over 2, and a columns
+# pass over 3 to 5 tokens 34-35, 34-36 and 42-44 ms against 39, 39 and 45-48 whole
+# (scripts/round_breakdown.py, 2026-12-06, the 2-core AMD EPYC with AVX-512, held to AVX2 and not; a
+# third run, in a noisy hour, went the other way: README, "Two halves of a long layer").
+# The halves must be contiguous copies (slices of the weight ran slower than the whole), so such a
+# layer keeps them beside its weight. Layers with fewer inputs (576) ran slower split, and so did 1 or
+# 2 tokens.
 HALVES_FROM_INPUTS = 1024
 
 
