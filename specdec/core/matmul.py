@@ -184,6 +184,13 @@ def int8_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return rounded, scales.bfloat16()
 
 
+def input_halves(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, in) -> its first and second half of the inputs, (out, in // 2) and the rest, each contiguous
+    (ColumnLinear's copy of a long layer)."""
+    half = weight.shape[1] // 2
+    return weight[:, :half].contiguous(), weight[:, half:].contiguous()
+
+
 def int8_available() -> bool:
     return hasattr(torch, "_weight_int8pack_mm")
 
@@ -191,8 +198,7 @@ def int8_available() -> bool:
 _REORDER = {PACKED: lambda weight: torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT[PACKED]),
             MKL: lambda weight: torch.ops.mkl._mkl_reorder_linear_weight(weight, _ROWS_HINT[MKL]),
             INT8: int8_weights,
-            COLUMNS: lambda weight: (weight[:, : weight.shape[1] // 2].contiguous(),
-                                    weight[:, weight.shape[1] // 2 :].contiguous())}  # ColumnLinear's
+            COLUMNS: input_halves}
 
 
 def _reordered(layer: nn.Linear, layout: str) -> torch.Tensor:
