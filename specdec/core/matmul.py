@@ -83,15 +83,14 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (weight @ rows.T).T[:count].contiguous()
 
 
-# MKL multiplies a few columns slowly against a long inner dimension: over 4 tokens SmolLM2-135M's MLP
-# down-projection (1536 inputs) took about twice what it took over 2, where its other layers grew by a
-# fifth at most. As two halves of its inputs, summed, it took about what it took over 2, and a columns
-# pass over 3 to 5 tokens 34-35, 34-36 and 42-44 ms against 39, 39 and 45-48 whole
+# MKL multiplies a few columns slowly against a long inner dimension, as SmolLM2-135M's MLP
+# down-projection (1536 inputs) has. Split into two halves of its inputs, summed, a columns pass over 3
+# to 5 tokens took 34-35, 34-36 and 42-44 ms against 39, 39 and 45-48 whole
 # (scripts/round_breakdown.py, 2026-12-06, the 2-core AMD EPYC with AVX-512, held to AVX2 and not; a
 # third run, in a noisy hour, went the other way: README, "Two halves of a long layer").
 # The halves must be contiguous copies (slices of the weight ran slower than the whole), so such a
-# layer keeps them beside its weight. Layers with fewer inputs (576) ran slower split, and so did 1 or
-# 2 tokens.
+# layer keeps them beside its weight. Layers with fewer inputs (576), and 1 or 2 tokens, stay whole:
+# split, they ran slower.
 HALVES_FROM_INPUTS = 1024
 
 
