@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
-from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS
+from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS, LATER_PROMPT_SETS
 from specdec.training import campaign, train
 from specdec.training.campaign import (
     existing_shards,
@@ -48,7 +48,7 @@ def test_no_held_out_prompt_or_passage_is_in_the_campaign():
     prompts = {prompt for _, prompt in PROMPTS}
     prompts |= {campaign_prompt(index)[1] for index in range(len(PROMPTS), last)}
     campaign_text = "\n".join(prompts)
-    for path in HELD_OUT_PROMPT_SETS.values():
+    for path in [*HELD_OUT_PROMPT_SETS.values(), *LATER_PROMPT_SETS.values()]:
         for held_out in json.loads(path.read_text())["prompts"]:
             assert held_out not in prompts
             # Nor any sentence of it (the summaries' passages): 40 characters or more, word for word.

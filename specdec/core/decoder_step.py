@@ -6,8 +6,9 @@ its attention interface and wraps every output in records, for two layers. For t
 int8 weights on the AMD EPYC with AVX-512 (2026-12-05, `scripts/round_breakdown.py`, a held-out code
 prompt), drafting took 6.0-6.2 ms a round this way against 7.0 through the forward, in rounds of
 42.3-42.5 ms against 43.7; the hidden states are the forward's (tests/test_decoder_step.py). The
-engine's one-token drafting steps go through `decoder_step` (`steps_by_hand`); every pass over more
-tokens, and every pass of the target, stays the library's own forward.
+engine's one-token drafting steps go through `decoder_step` (`steps_by_hand`), and a feature head's
+through `embedded_step` (core.feature_head); every pass over more tokens, and every pass of the
+target, stays the library's own forward.
 
 It runs the model's own modules (norms, projections and MLPs, so core.matmul's layouts and int8
 weights apply; the model's rotary embedding; transformers' `apply_rotary_pos_emb`) and its KV cache
@@ -21,6 +22,7 @@ import os
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from transformers import Cache, PreTrainedModel
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -32,8 +34,12 @@ STEPPED_MODEL_TYPES = ("llama",)
 def steps_by_hand(model: PreTrainedModel) -> bool:
     """Whether a draft's one-token steps go through `decoder_step`: for Llama-family decoders, unless
     SPECDEC_DRAFT_STEP=library asks for the library's forward (to time the two against each other)."""
-    return (getattr(model.config, "model_type", None) in STEPPED_MODEL_TYPES
-            and os.environ.get("SPECDEC_DRAFT_STEP") != "library")
+    return getattr(model.config, "model_type", None) in STEPPED_MODEL_TYPES and not library_steps_asked()
+
+
+def library_steps_asked() -> bool:
+    """SPECDEC_DRAFT_STEP=library: drafting steps through the library's forward, for drafts and heads."""
+    return os.environ.get("SPECDEC_DRAFT_STEP") == "library"
 
 
 @torch.inference_mode()
@@ -41,8 +47,17 @@ def decoder_step(model: PreTrainedModel, cache: Cache, token_id: int) -> torch.T
     """Feed one token after the `cache`d ones -> the decoder's last hidden state (1, hidden), as
     `model.get_decoder()(...)` computes it; its keys and values are added to `cache`."""
     decoder = model.get_decoder()
-    position_ids = torch.tensor([[cache.get_seq_length()]], device=model.device)
-    hidden = decoder.embed_tokens(torch.tensor([[token_id]], device=model.device))  # (1, 1, hidden)
+    embedding = decoder.embed_tokens(torch.tensor([[token_id]], device=model.device))  # (1, 1, hidden)
+    return embedded_step(decoder, cache, embedding)
+
+
+@torch.inference_mode()
+def embedded_step(decoder: nn.Module, cache: Cache, hidden: torch.Tensor) -> torch.Tensor:
+    """One position's input (1, 1, hidden) after the `cache`d ones, through a Llama decoder's layers and
+    final norm -> (1, hidden), as `decoder(inputs_embeds=hidden, ...)` computes it. A draft feeds it a
+    token's embedding (`decoder_step`); a feature head, the embedding fused with a feature
+    (core.feature_head)."""
+    position_ids = torch.tensor([[cache.get_seq_length()]], device=hidden.device)
     cos, sin = decoder.rotary_emb(hidden, position_ids)
     for index, layer in enumerate(decoder.layers):
         attention = layer.self_attn

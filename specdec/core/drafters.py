@@ -17,7 +17,9 @@ from transformers import DynamicCache, PreTrainedModel
 
 from specdec.config import SamplingConfig
 from specdec.core.cached_model import CachedModel, ReducedHead
+from specdec.core.decoder_step import library_steps_asked
 from specdec.core.feature_head import FeatureHead
+from specdec.core.matmul import layout_of
 from specdec.core.records import (
     DRAFTED_BY_HEAD,
     DRAFTED_BY_LOOKUP,
@@ -193,16 +195,22 @@ class FeatureDrafter:
         self.embeddings = target.model.get_input_embeddings()
         self.cache = DynamicCache(config=head.config)
         self.true_length = 0  # head positions computed from the target's own features
+        self.layout = layout_of(head)
+        # One-position steps skip the library's per-call glue, as a draft's do (core.decoder_step).
+        self.steps_by_hand = head.layer_fc is None and not library_steps_asked()
 
     @torch.inference_mode()
     def _predict(self, next_token_ids: list[int], features: torch.Tensor) -> torch.Tensor:
         """Head positions reading (embedding of each next token, feature) -> predicted features."""
         embeddings = self.embeddings(torch.tensor([next_token_ids], device=features.device))
+        if len(next_token_ids) == 1 and self.steps_by_hand:
+            return self.head.step(embeddings[0], features, self.cache)
         return self.head(embeddings, features[None], self.cache)[0]
 
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
-        """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab)."""
-        return self.reduced.logits(feature, self.target.vocab_size, self.target.layout)
+        """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab), in the
+        head's layout (int8 where its layers have int8 weights: models.feature_head)."""
+        return self.reduced.logits(feature, self.target.vocab_size, self.layout)
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1

@@ -24,6 +24,8 @@ from torch import nn
 from transformers import LlamaConfig, LlamaModel
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
+from specdec.core.decoder_step import embedded_step
+
 
 def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
     """The target's layer shape, `layers` deep; no vocabulary of its own (it reads embeddings)."""
@@ -73,15 +75,29 @@ class FeatureHead(nn.Module):
         layer_features: torch.Tensor | None = None,  # (batch, positions, layers * hidden), or zeros
     ) -> torch.Tensor:
         """Predicted features (batch, positions, hidden), in the space of the target's last hidden state."""
-        if self.feature_norm is not None:
-            features = self.feature_norm(features)
-        if self.adds:
-            fused = token_embeddings + self.fc(features)
-        else:
-            fused = self.fc(torch.cat([token_embeddings, features], dim=-1))
+        fused = self.fuse(token_embeddings, features)
         if self.layer_fc is not None and layer_features is not None:
             per_layer = layer_features.unflatten(-1, (-1, self.config.hidden_size))
             fused = fused + self.layer_fc(self.layer_norm(per_layer).flatten(-2))
         output = self.decoder(inputs_embeds=fused, attention_mask=attention_mask, cache=cache,
                               use_cache=cache is not None)
         return output.last_hidden_state
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.weight.dtype
+
+    def fuse(self, token_embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """The decoder's input from the embeddings and the features (..., hidden) each."""
+        if self.feature_norm is not None:
+            features = self.feature_norm(features)
+        if self.adds:
+            return token_embeddings + self.fc(features)
+        return self.fc(torch.cat([token_embeddings, features], dim=-1))
+
+    def step(self, token_embedding: torch.Tensor, feature: torch.Tensor, cache) -> torch.Tensor:
+        """`forward` for one position after the `cache`d ones, (1, hidden) each -> (1, hidden): a drafting
+        step, through the decoder's layers by hand (core.decoder_step.embedded_step), without the
+        library's per-call glue. (The target's earlier layers are not read here: a head that reads them
+        drafts through `forward`.)"""
+        return embedded_step(self.decoder, cache, self.fuse(token_embedding, feature)[None])

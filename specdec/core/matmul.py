@@ -343,7 +343,9 @@ def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
 _CHOSEN: dict[tuple[str, str, str], object] = {}
 
 
-def _once(what: str, model: nn.Module, decide):
+def once(what: str, model: nn.Module, decide):
+    """`decide()` the first time `what` is asked for a model of this config and dtype in this process;
+    the same answer after that."""
     key = (what, model.config.to_json_string(), str(model.dtype))
     if key not in _CHOSEN:
         _CHOSEN[key] = decide()
@@ -388,7 +390,7 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
                 fastest[name] = min(fastest[name], seconds)
         return min(fastest, key=fastest.get)
 
-    return candidates[_once("precision" + " int8" * int8, model, decide)]
+    return candidates[once("precision" + " int8" * int8, model, decide)]
 
 
 def candidate_layouts(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
@@ -409,7 +411,7 @@ def choose_layout(model: nn.Module) -> str:
     elif forced and _valid(forced):
         layout = forced
     else:
-        layout = _once("layout", model, lambda: _fastest_layout(model))
+        layout = once("layout", model, lambda: _fastest_layout(model))
     set_layout(model, layout)
     return layout
 
@@ -482,7 +484,7 @@ def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[floa
         seconds = [fastest[layout, size] for size in sizes]
         return tuple(itertools.accumulate((s / seconds[0] for s in seconds), max))
 
-    return _once(f"pass costs up to {max_tokens} ({layout})", model, measure)
+    return once(f"pass costs up to {max_tokens} ({layout})", model, measure)
 
 
 def _parse_costs(text: str) -> tuple[float, ...]:

@@ -7,17 +7,28 @@ embeddings and the output head are the target's own, so a head only loads next t
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig
+from transformers import DynamicCache, LlamaConfig
 
 from specdec.core.cached_model import ReducedHead
 from specdec.core.feature_head import FeatureHead
-from specdec.core.matmul import layout_of, set_layout
+from specdec.core.matmul import (
+    INT8,
+    cache_sweeper,
+    describe_layout,
+    int8_available,
+    layout_of,
+    once,
+    set_layout,
+)
 from specdec.errors import SpecDecError, first_line
 from specdec.models.loading import LoadedModel
 from specdec.paths import ASSETS, BUNDLED_HEAD, BUNDLED_TARGET
@@ -42,7 +53,8 @@ class LoadedHead:
     def describe(self) -> str:
         weights = next(self.head.parameters())
         return (f"{self.name} (feature head, {self.num_parameters / 1e6:.1f} M parameters, "
-                f"{len(self.reduced.token_ids)} tokens, {weights.device.type}, {weights.dtype})")
+                f"{len(self.reduced.token_ids)} tokens, {weights.device.type}, {weights.dtype}, "
+                f"{describe_layout(layout_of(self.head))})")
 
 
 def _unused(key: str) -> bool:
@@ -70,7 +82,8 @@ def save_head(head: FeatureHead, folder: Path, token_ids: list[int], card: dict)
 
 def load_head(name: str, target: LoadedModel) -> LoadedHead:
     """The bundled head (for the bundled target only) or a head folder; fp32 on a CPU, in the target's
-    matrix layout (the head's layers have the target's widths), else the target's dtype."""
+    matrix layout (the head's layers have the target's widths) or with int8 weights where those draft
+    faster (`_faster_layout`; SPECDEC_DTYPE keeps it off int8), else the target's dtype."""
     if name == BUNDLED_HEAD:
         if target.name != BUNDLED_TARGET:
             raise SpecDecError(f"the bundled feature head reads {BUNDLED_TARGET}'s features, not "
@@ -104,4 +117,48 @@ def _read_head(name: str, folder: Path, target: LoadedModel) -> LoadedHead:
     head = head.to(target.device, target.model.dtype).eval()
     set_layout(head, layout_of(target.model))
     token_ids = json.loads((folder / HEAD_TOKENS).read_text())
-    return LoadedHead(name, head, ReducedHead.of(target.model, token_ids))
+    reduced = ReducedHead.of(target.model, token_ids)
+    if (target.device.type == "cpu" and target.model.dtype == torch.float32 and int8_available()
+            and "SPECDEC_DTYPE" not in os.environ):
+        set_layout(head, _faster_layout(head, reduced, target.model.get_output_embeddings().weight.shape[0]))
+    return LoadedHead(name, head, reduced)
+
+
+def _faster_layout(head: FeatureHead, reduced: ReducedHead, vocab_size: int) -> str:
+    """The target's layout or int8 weights (core.matmul.Int8Linear), whichever drafts a token faster
+    here: drafting steps in turns, each after a sweep of the CPU's caches (`_drafting_step_seconds`),
+    as core.matmul.faster_precision times a draft; timed once per process and head shape. Like a
+    draft's, a head's numbers change q and nothing else."""
+
+    def decide() -> str:
+        # Each layout on a copy of its own (switching one module back and forth would reorder its
+        # weights at every turn), the reduced head too (it follows the head's layout).
+        candidates = {layout_of(head): (head, reduced),
+                      INT8: (copy.deepcopy(head), ReducedHead(reduced.token_ids, reduced.weight))}
+        set_layout(candidates[INT8][0], INT8)
+        context = torch.randn(1, 64, head.config.hidden_size, generator=torch.Generator().manual_seed(0))
+        cache = DynamicCache(config=head.config)
+        with torch.inference_mode():
+            head(context, context, cache)  # a context to step after; any numbers will do
+        vector, sweeper = context[0, :1], cache_sweeper()
+        fastest = dict.fromkeys(candidates, float("inf"))
+        for _ in range(9):
+            for layout, (stepping, scoring) in candidates.items():
+                seconds = _drafting_step_seconds(stepping, scoring, vocab_size, cache, vector, sweeper)
+                fastest[layout] = min(fastest[layout], seconds)
+        return min(fastest, key=fastest.get)
+
+    return once("head precision", head, decide)
+
+
+@torch.inference_mode()
+def _drafting_step_seconds(head: FeatureHead, reduced: ReducedHead, vocab_size: int, cache: DynamicCache,
+                           vector: torch.Tensor, sweeper: torch.Tensor) -> float:
+    """A drafting step in the head's layout, after touching `sweeper` (core.matmul.cache_sweeper): one
+    position through the head (left out of `cache` again), then its logits over the reduced head."""
+    sweeper.add_(1.0)
+    start = time.perf_counter()
+    reduced.logits(head.step(vector, vector, cache), vocab_size, layout_of(head))
+    seconds = time.perf_counter() - start
+    cache.crop(-1)
+    return seconds
