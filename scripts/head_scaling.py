@@ -60,10 +60,11 @@ def train(answers: int, options: list[str], work: Path) -> dict:
 
 
 def evaluate_saved(heads: dict[str, str], eval_folder: Path, tokens: int | None = None) -> dict[str, dict]:
-    """Each head (a folder or the bundled name), as bench would load it, on the held-out set kept in
-    `eval_folder` (made there first if missing): the target's greedy answers of `tokens` tokens (training's
-    evaluation length where None)."""
+    """Each head (a folder or the bundled name), loaded as bench loads it but kept in fp32 weights, on the
+    held-out set kept in `eval_folder` (made there first if missing): the target's greedy answers of
+    `tokens` tokens (training's evaluation length where None)."""
     from specdec.config import HeadTrainingConfig
+    from specdec.core.matmul import layout_of, set_layout
     from specdec.models.feature_head import load_head
     from specdec.models.loading import load_model
     from specdec.paths import BUNDLED_TARGET
@@ -75,6 +76,8 @@ def evaluate_saved(heads: dict[str, str], eval_folder: Path, tokens: int | None 
     figures = {}
     for label, name in heads.items():
         loaded = load_head(name, target)
+        # The weights as saved, as training evaluates them (not int8, where that drafts faster here).
+        set_layout(loaded.head, layout_of(target.model))
         rows = loaded.reduced.weight.float()  # the target's output rows for the head's tokens
         figures[label] = {kind: evaluate_head(loaded.head.float(), examples, embed, rows, unroll=3)
                           for kind, examples in eval_sets.items()}
