@@ -12,16 +12,19 @@ from safetensors.torch import load_file
 
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.models.loading import HEAD_TOKENS_FILE, LoadedModel
+from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, LoadedModel
 from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS, LATER_PROMPT_SETS
 from specdec.training import campaign, train
 from specdec.training.campaign import (
+    Answer,
     existing_shards,
+    frequent_answer_tokens,
     labelled_campaign_shards,
     load_answers,
     load_campaign,
     read_summary,
     run_campaign,
+    save_answers,
     shard_paths,
 )
 from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prompt
@@ -228,6 +231,31 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
     shard_paths(answers_dir, features_dir, 1)[1].unlink()  # the message names the greedy campaign's command
     with pytest.raises(SpecDecError, match="`python -m specdec campaign --greedy` fills them in"):
         labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
+
+
+def test_a_reduced_head_scores_the_answer_tokens_both_campaigns_favour(tmp_path):
+    """Answers only (a prompt's tokens do not count), each campaign's counts as shares (a small campaign
+    weighs as much as a large one), ties to the lower id."""
+    def campaign_folder(name, answers):
+        folder = tmp_path / name
+        folder.mkdir()
+        save_answers([Answer(torch.tensor([5, 5, 5, 5] + answer), 4, "code") for answer in answers],
+                     folder / "answers-0000.safetensors", {})
+        return folder
+
+    large = campaign_folder("large", [[7, 7, 7, 7, 7, 8, 8], [8, 8, 9]])  # shares 7: .5, 8: .4, 9: .1
+    small = campaign_folder("small", [[3, 4], [4, 3]])  # 3: .5, 4: .5
+    assert frequent_answer_tokens(3, 16, (large, small)) == [3, 4, 7]  # a three-way tie at .5
+    assert frequent_answer_tokens(2, 16, (large, small)) == [3, 4]  # counted raw: 7 (5 times), 8 (4)
+    assert frequent_answer_tokens(5, 16, (large, small)) == [3, 4, 7, 8, 9]  # never the prompts' 5
+    assert frequent_answer_tokens(2, 16, (large,)) == [7, 8]
+
+
+def test_the_shipped_draft_scores_the_tokens_the_kept_campaigns_favour():
+    """assets/draft/draft_head_tokens.json is what scripts/draft_head_tokens.py writes from the answers
+    kept with the project."""
+    shipped = json.loads((SHIPPED_DRAFT / HEAD_TOKENS_FILE).read_text())
+    assert shipped == frequent_answer_tokens(len(shipped), 49152)
 
 
 def test_answers_is_a_campaign_setting():

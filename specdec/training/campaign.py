@@ -252,6 +252,31 @@ def shard_counts(answers_folder: Path) -> dict:
     return counts
 
 
+def answer_token_counts(answers_folder: Path, vocab_size: int) -> torch.Tensor:
+    """How often each token occurs in the campaign's answers there (the prompts left out)."""
+    counts = torch.zeros(vocab_size, dtype=torch.float64)
+    for index in range(existing_shards(answers_folder)):
+        answers = load_answers(answers_folder / ANSWERS_PATTERN.format(index))
+        counts += torch.bincount(torch.cat([a.token_ids[a.answer_start :] for a in answers]),
+                                 minlength=vocab_size)
+    return counts
+
+
+def frequent_answer_tokens(count: int, vocab_size: int,
+                           answers_folders: tuple[Path, ...] = (GREEDY_CAMPAIGN_ANSWERS, CAMPAIGN_ANSWERS)
+                           ) -> list[int]:
+    """The `count` tokens a reduced draft head scores (FR-Spec), read off the campaigns' answers.
+
+    Greedy answers are the target's argmax at every step, the text T = 0 drafting meets; sampled ones
+    are draws from its whole distribution, so their counts estimate its probability mass, what T > 0
+    drafting meets. Each folder's counts are normalised, so the campaigns weigh the same whatever their
+    size; ties go to the lower id, so the list is the same on every machine.
+    """
+    share = sum(counts / counts.sum() for counts in
+                (answer_token_counts(folder, vocab_size) for folder in answers_folders))
+    return sorted(torch.argsort(-share, stable=True)[:count].tolist())
+
+
 def read_summary(answers_folder: Path) -> dict | None:
     path = answers_folder / SUMMARY_FILE
     return json.loads(path.read_text()) if path.exists() else None
