@@ -5,6 +5,8 @@
 
 The list is `specdec.training.campaign.frequent_answer_tokens` over the greedy and the sampled
 campaign (`assets/campaign-greedy/`, `assets/campaign/`); a test checks that the shipped file is it.
+It also prints, per kind, the share of the greedy answers' tokens that the list in the file before it
+and the new list leave out: at T = 0 a draft can never propose those, so each is a sure rejection.
 """
 
 import argparse
@@ -15,9 +17,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT  # noqa: E402
-from specdec.training.campaign import frequent_answer_tokens  # noqa: E402
+from specdec.paths import GREEDY_CAMPAIGN_ANSWERS  # noqa: E402
+from specdec.training.campaign import ANSWERS_PATTERN, existing_shards, frequent_answer_tokens, load_answers  # noqa: E402
+from specdec.training.campaign_prompts import KINDS  # noqa: E402
 
 VOCAB_SIZE = 49152  # SmolLM2's tokenizer
+
+
+def left_out(token_lists: dict[str, list[int]]) -> dict[str, dict[str, float]]:
+    """Per list, per kind: the share of the greedy answers' tokens not in the list."""
+    outside = {name: dict.fromkeys(KINDS, 0) for name in token_lists}
+    positions = dict.fromkeys(KINDS, 0)
+    kept = {name: set(tokens) for name, tokens in token_lists.items()}
+    for index in range(existing_shards(GREEDY_CAMPAIGN_ANSWERS)):
+        for answer in load_answers(GREEDY_CAMPAIGN_ANSWERS / ANSWERS_PATTERN.format(index)):
+            tokens = answer.token_ids[answer.answer_start :].tolist()
+            positions[answer.kind] += len(tokens)
+            for name, ids in kept.items():
+                outside[name][answer.kind] += sum(token not in ids for token in tokens)
+    return {name: {kind: counts[kind] / positions[kind] for kind in KINDS}
+            for name, counts in outside.items()}
 
 
 def main() -> None:
@@ -26,6 +45,12 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=SHIPPED_DRAFT / HEAD_TOKENS_FILE)
     args = parser.parse_args()
     tokens = frequent_answer_tokens(args.count, VOCAB_SIZE)
+    lists = {"new": tokens}
+    if args.output.exists():
+        lists = {"before": json.loads(args.output.read_text(encoding="utf-8")), **lists}
+    print("greedy answers' tokens left out, per kind:")
+    for name, shares in left_out(lists).items():
+        print(f"  {name:>6}: " + ", ".join(f"{kind} {share:.1%}" for kind, share in shares.items()))
     args.output.write_text(json.dumps(tokens) + "\n", encoding="utf-8")
     print(f"{len(tokens)} tokens -> {args.output}")
 
