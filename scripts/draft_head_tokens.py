@@ -18,7 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT  # noqa: E402
 from specdec.paths import GREEDY_CAMPAIGN_ANSWERS  # noqa: E402
-from specdec.training.campaign import ANSWERS_PATTERN, existing_shards, frequent_answer_tokens, load_answers  # noqa: E402
+from specdec.training.campaign import (  # noqa: E402
+    ANSWERS_PATTERN,
+    existing_shards,
+    frequent_answer_tokens,
+    load_answers,
+)
 from specdec.training.campaign_prompts import KINDS  # noqa: E402
 
 VOCAB_SIZE = 49152  # SmolLM2's tokenizer

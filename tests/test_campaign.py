@@ -253,7 +253,7 @@ def test_a_reduced_head_scores_the_answer_tokens_both_campaigns_favour(tmp_path)
 
 def test_the_shipped_draft_scores_the_tokens_the_kept_campaigns_favour():
     """assets/draft/draft_head_tokens.json is what scripts/draft_head_tokens.py writes from the answers
-    kept with the project."""
+    kept with the project (a campaign that grows fails this until the script has run again)."""
     shipped = json.loads((SHIPPED_DRAFT / HEAD_TOKENS_FILE).read_text())
     assert shipped == frequent_answer_tokens(len(shipped), 49152)
 
