@@ -18,30 +18,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT  # noqa: E402
 from specdec.paths import GREEDY_CAMPAIGN_ANSWERS  # noqa: E402
-from specdec.training.campaign import (  # noqa: E402
-    ANSWERS_PATTERN,
-    existing_shards,
-    frequent_answer_tokens,
-    load_answers,
-)
-from specdec.training.campaign_prompts import KINDS  # noqa: E402
+from specdec.training.campaign import answer_token_counts, frequent_answer_tokens  # noqa: E402
 
 VOCAB_SIZE = 49152  # SmolLM2's tokenizer
 
 
 def left_out(token_lists: dict[str, list[int]]) -> dict[str, dict[str, float]]:
     """Per list, per kind: the share of the greedy answers' tokens not in the list."""
-    outside = {name: dict.fromkeys(KINDS, 0) for name in token_lists}
-    positions = dict.fromkeys(KINDS, 0)
-    kept = {name: set(tokens) for name, tokens in token_lists.items()}
-    for index in range(existing_shards(GREEDY_CAMPAIGN_ANSWERS)):
-        for answer in load_answers(GREEDY_CAMPAIGN_ANSWERS / ANSWERS_PATTERN.format(index)):
-            tokens = answer.token_ids[answer.answer_start :].tolist()
-            positions[answer.kind] += len(tokens)
-            for name, ids in kept.items():
-                outside[name][answer.kind] += sum(token not in ids for token in tokens)
-    return {name: {kind: counts[kind] / positions[kind] for kind in KINDS}
-            for name, counts in outside.items()}
+    counts = answer_token_counts(GREEDY_CAMPAIGN_ANSWERS, VOCAB_SIZE)
+    return {name: {kind: 1 - (kind_counts[tokens].sum() / kind_counts.sum()).item()
+                   for kind, kind_counts in counts.items()}
+            for name, tokens in token_lists.items()}
 
 
 def main() -> None:

@@ -252,13 +252,13 @@ def shard_counts(answers_folder: Path) -> dict:
     return counts
 
 
-def answer_token_counts(answers_folder: Path, vocab_size: int) -> torch.Tensor:
-    """How often each token occurs in the campaign's answers there (the prompts left out)."""
-    counts = torch.zeros(vocab_size, dtype=torch.float64)
+def answer_token_counts(answers_folder: Path, vocab_size: int) -> dict[str, torch.Tensor]:
+    """Per kind, how often each token occurs in the campaign's answers there (the prompts left out)."""
+    counts = {kind: torch.zeros(vocab_size, dtype=torch.float64) for kind in KINDS}
     for index in range(existing_shards(answers_folder)):
-        answers = load_answers(answers_folder / ANSWERS_PATTERN.format(index))
-        counts += torch.bincount(torch.cat([a.token_ids[a.answer_start :] for a in answers]),
-                                 minlength=vocab_size)
+        for answer in load_answers(answers_folder / ANSWERS_PATTERN.format(index)):
+            answer_ids = answer.token_ids[answer.answer_start :]
+            counts[answer.kind] += torch.bincount(answer_ids, minlength=vocab_size)
     return counts
 
 
@@ -272,8 +272,8 @@ def frequent_answer_tokens(count: int, vocab_size: int,
     drafting meets. Each folder's counts are normalised, so the campaigns weigh the same whatever their
     size; ties go to the lower id, so the list is the same on every machine.
     """
-    share = sum(counts / counts.sum() for counts in
-                (answer_token_counts(folder, vocab_size) for folder in answers_folders))
+    totals = (sum(answer_token_counts(folder, vocab_size).values()) for folder in answers_folders)
+    share = sum(counts / counts.sum() for counts in totals)
     return sorted(torch.argsort(-share, stable=True)[:count].tolist())
 
 
