@@ -5,7 +5,7 @@
 Each report is `python -m specdec bench --json --output REPORT.json` from one machine (or one kernel
 cap). Of the speculative rows never slower than the target alone on any set of any report, whose
 drafter also serves batched decoding (a feature head does not), the rule
-(specdec.cli.bench.measured_best) picks the fastest on code, by its lower code ratio over the reports;
+(specdec.cli.bench_report.measured_best) picks the fastest on code, by its lower code ratio over the reports;
 the current default (the reports' `default_method`) stays unless that lead is more than KEEP_WITHIN.
 Prints each row's code ratio per report, its worst ratio anywhere, and the choice.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdec.cli.bench import measured_best, row_name  # noqa: E402
+from specdec.cli.bench_report import measured_best, row_name  # noqa: E402
 
 # One drafter's code ratio moves between reports of one machine on one day (the default's, 2026-12-02:
 # 1.53x to 1.62x over six, standard deviation 0.037x): a smaller lead is noise, not a reason to change.

@@ -7,11 +7,11 @@ import pytest
 from specdec.cli.bench import (
     TARGET_ONLY,
     default_method,
-    measured_best,
     parse_race,
     parse_race_lengths,
     race_methods,
 )
+from specdec.cli.bench_report import measured_best
 from specdec.config import Settings
 from specdec.errors import SpecDecError
 from specdec.paths import BUNDLED_HEAD

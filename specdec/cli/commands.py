@@ -12,8 +12,6 @@ from tqdm import tqdm
 
 from specdec.cli.arguments import config_from_args, settings_from_args
 from specdec.cli.bench import (
-    format_batch_table,
-    format_bench_table,
     load_prompt_sets,
     parse_batch_sizes,
     parse_race,
@@ -21,6 +19,7 @@ from specdec.cli.bench import (
     run_batch_bench,
     run_bench_sets,
 )
+from specdec.cli.bench_report import format_batch_table, format_bench_table
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.lab.engine_words import engine_summary

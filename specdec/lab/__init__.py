@@ -12,5 +12,5 @@
     serving.py    which models a shared server may load, and loads that failed
     guarantee.py  the rule on toy distributions, sampled outcomes, greedy equality
     stats.py      total-variation distance and a chi-square test
-    charts.py     pure chart builders: records in, Plotly figures out
+    charts/       pure chart builders, one module per page: records in, figures out
 """

@@ -1,0 +1,292 @@
+"""The round view's five stages: what each stage of one round says and draws.
+
+Each stage view takes the run's Stepper, the round's trace and its token labels; the page
+(app_pages/rounds.py) picks the stage and calls STAGE_VIEWS[stage]. Widgets here mark their changes
+as clicks (`mark_click`), so the round view's timer does not treat them as beats.
+"""
+
+import streamlit as st
+
+from app_pages import ui
+from app_pages.student import code, md_escape
+from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
+from specdec.core.records import DRAFTED_BY_LOOKUP
+from specdec.lab import charts, draft_length
+from specdec.lab.stepper import Stepper
+
+STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
+state = st.session_state
+
+
+def _drafted_under_confidence_rule(stepper: Stepper, trace) -> bool:
+    """The round's drafts came from a model under adaptive length: Π matters (a copied round is sure)."""
+    return stepper.settings.adaptive and trace.drafted_by != DRAFTED_BY_LOOKUP
+
+
+def draft_strip(stepper: Stepper, trace, stage: int) -> str:
+    """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
+    chips = []
+    adaptive = _drafted_under_confidence_rule(stepper, trace)
+    confidence = draft_length.running_confidence(trace) if adaptive else []
+    for i, token in enumerate(trace.drafted_tokens):
+        if stage == 1 and i >= state["revealed"]:
+            break  # not drafted yet: stage 1 shows the drafter at work, one token per beat
+        label = stepper.label(token)
+        q, p = trace.draft_token_probs[i], trace.target_token_probs[i]
+        if stage < 3:
+            note = f"q={q:.2f}" if stage == 1 else f"q={q:.2f} p={p:.2f}"
+            if stage == 1 and adaptive:
+                note += f" Π={confidence[i]:.2f}"
+            chips.append(ui.token_chip(label, "sd-draft", title=f"draft {i + 1}: {label}", note=note))
+        elif i < trace.num_accepted:
+            chips.append(ui.token_chip(label, style=ui.ORIGIN_STYLE["accepted"], note="✓",
+                                       title=f"draft {i + 1} accepted"))  # fmt: skip
+        elif i == trace.num_accepted:
+            chips.append(ui.token_chip(label, "sd-reject", note="✗", title=f"draft {i + 1} rejected"))
+        else:
+            chips.append(ui.token_chip(label, "sd-struck", title=f"draft {i + 1}: discarded, never tested"))
+    if stage >= 4:
+        origin = "bonus" if trace.is_bonus else "resampled"
+        note = "2nd choice" if trace.kept_sibling is not None else origin
+        chips.append(" → " + ui.token_chip(stepper.label(trace.next_token), style=ui.ORIGIN_STYLE[origin],
+                                           note=note, title=f"{origin} token"))  # fmt: skip
+        if trace.kept_sibling is not None:
+            after = stepper.label(trace.emitted_tokens[-1])
+            chips.append(ui.token_chip(after, style=ui.ORIGIN_STYLE["bonus"], note="bonus",
+                                       title="the target's token after the kept second choice"))
+    if not chips:
+        return '<div class="sd-line"><i>the drafter proposed nothing this round (no n-gram match)</i></div>'
+    siblings = _sibling_line(stepper, trace) if stage >= 2 else ""
+    return f'<div class="sd-line">{"".join(chips)}</div>' + siblings
+
+
+def _sibling_line(stepper: Stepper, trace) -> str:
+    """The draft's second choices that shared the verification pass (core.siblings), if any."""
+    if not trace.sibling_positions:
+        return ""
+    chips = [ui.token_chip(stepper.label(token), "sd-draft", note=f"beside draft {position + 1}",
+                           title="the draft's second choice, verified in the same pass")
+             for position, token in zip(trace.sibling_positions, trace.sibling_tokens, strict=True)]
+    return f'<div class="sd-line"><small>second choices in the pass:</small> {"".join(chips)}</div>'
+
+
+def mark_click() -> None:
+    """A widget in the fragment changed: this rerun is a click, not a timer beat."""
+    state["_clicked"] = True
+
+
+def _position_picker(trace, labels, count: int, label: str, follow: int | None = None) -> int:
+    """Pick one position of the round: buttons named by position and drafted token."""
+    if count <= 1:
+        return 0
+
+    def name(i: int) -> str:
+        token = labels[trace.drafted_tokens[i]] if i < trace.num_drafted else "bonus slot"
+        return f"{i + 1} · {md_escape(token)}"
+
+    key = f"_pos_{trace.index}_{count}"
+    state.setdefault(key, 0)
+    if state[key] is None or follow is not None:
+        state[key] = follow or 0
+    st.segmented_control(label, options=list(range(count)), format_func=name, key=key, on_change=mark_click)
+    return state[key] or 0
+
+
+def _figure(trace, chart: str, position: int, build):
+    """A round's chart, built the first time it is shown and reused on every later rerun."""
+    key = (trace.index, chart, position)
+    if key not in state["_figures"]:
+        state["_figures"][key] = build()
+    return state["_figures"][key]
+
+
+def _stage_drafting(stepper: Stepper, trace, labels) -> None:
+    st.markdown(
+        f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
+        "distribution **q**. Nothing has been checked yet."
+    )
+    why = draft_length.why_drafting_stopped(trace, stepper.settings)
+    if _drafted_under_confidence_rule(stepper, trace):
+        why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
+                f"that every draft up to there survives; drafting stops before Π would fall below what "
+                f"the next draft costs: the threshold {stepper.settings.draft_threshold:.2f} for drafting "
+                "it, plus what it adds to the target's pass on this machine, listed on *The idle "
+                "machine*. The first draft's drafting step is already paid, so where a pass over two "
+                "tokens costs what a pass over one does, the first draft is always made.)")
+    st.markdown(f"**Why {trace.num_drafted}?** {why}")
+    if trace.head_read is not None:
+        _what_the_head_read(stepper, trace)
+    if trace.num_drafted == 0:
+        return
+    if trace.drafted_by == DRAFTED_BY_LOOKUP:
+        st.caption("Copied by n-gram lookup: what followed the same few tokens earlier in the text. "
+                   "q puts all its mass on the copied token.")  # fmt: skip
+    revealing = state["revealed"] < trace.num_drafted
+    follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft
+    i = _position_picker(trace, labels, trace.num_drafted, "Drafted token", follow)
+    drafted = trace.drafted_tokens[i]
+    title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
+    fig = _figure(trace, "draft", i, lambda: charts.draft_chart(trace.positions[i], drafted, labels, title))
+    ui.chart(fig, key=f"_c1_{trace.index}")
+
+
+def _what_the_head_read(stepper: Stepper, trace) -> None:
+    read = trace.head_read
+    token = md_escape(stepper.label(read.next_token))
+    st.markdown(
+        f"**What the feature head read.** The target's hidden state at token {read.position + 1} of the "
+        "text (prompt included): the last token the target has verified, whose hidden state its last "
+        f"pass computed anyway. Next to it, the embedding of **{token}**, the token the target chose "
+        "after it. From these the head's decoder layers predict the "
+        "target's next hidden state, and the target's own output head turns it into q for draft 1. "
+        "Each later draft reads the head's own prediction instead of the target's."
+    )
+    if read.feature is not None:
+        title = f"The target's hidden state at token {read.position + 1} ({len(read.feature)} numbers)"
+        ui.chart(_figure(trace, "feature", 0, lambda: charts.feature_chart(read.feature, title)),
+                 key=f"_c1f_{trace.index}")
+
+
+def _stage_verify(stepper: Stepper, trace, labels) -> None:
+    k = trace.num_drafted
+    st.markdown(
+        f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
+        f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
+        + (f" The same pass scores the draft's second choice beside {len(trace.sibling_positions)} "
+           "draft(s), each seeing only the tokens before its draft (a tree attention mask), and p after "
+           "each." if trace.sibling_positions else "")
+    )
+    rows = []
+    for i, position in enumerate(trace.positions):
+        top = position.token_ids[0]
+        rows.append({
+            "position": i + 1,
+            "drafted x": md_escape(labels[trace.drafted_tokens[i]]) if i < k else "(bonus slot)",
+            "q(x)": round(trace.draft_token_probs[i], 4) if i < k else None,
+            "p(x)": round(trace.target_token_probs[i], 4) if i < k else None,
+            "target's top token": md_escape(labels[top]),  # table cells read Markdown
+            "p(top)": round(position.target_probs[0], 4),
+        })  # fmt: skip
+    st.table(rows)
+    i = _position_picker(trace, labels, k + 1, "Position")
+    drafted = trace.drafted_tokens[i] if i < k else None
+    title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
+    fig = _figure(trace, "verify", i, lambda: charts.distribution_chart(
+        trace.positions[i], labels, title, highlight=drafted, show_residual=False))  # fmt: skip
+    ui.chart(fig, key=f"_c2_{trace.index}")
+
+
+RULE_TESTS = {  # stage 3's opening line under each rule, above temperature 0
+    SPECULATIVE: "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
+    "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested.",
+    TOP_CHOICE: "**The top choice matches** (lossy): a draft x is kept while it equals the target's most "
+    "likely token (argmax of p), at any temperature. The first mismatch ends the round.",
+    SAMPLE_COMPARE: "**Sample and compare** (exact): at each position the target draws its own token "
+    "**y ~ p**; x is kept if **y = x** (chance p(x)). The first mismatch ends the round.",
+    TYPICAL: "**Typical acceptance** (Medusa, lossy): x is kept while **p(x) > min(0.09, 0.3·exp(−H(p)))**, "
+    "a bar that is high where p is sure and low where it is flat. No coin. The first miss ends the round.",
+}
+
+
+def _test_line(trace, labels, i: int) -> str:
+    """Draft i's test under the round's rule, in its own numbers."""
+    x = labels[trace.drafted_tokens[i]]
+    q, p, a = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
+    kept = i < trace.num_accepted
+    verdict = "**accept**" if kept else "**reject**"
+    if trace.thresholds is not None:
+        sign = ">" if kept else "≤"
+        return f"{i + 1}. {code(x)}: p(x)={p:.3f} {sign} threshold {trace.thresholds[i]:.3f} → {verdict}"
+    if trace.target_draws is not None:
+        y = labels.get(trace.target_draws[i], "?")
+        sign = "=" if kept else "≠"
+        return f"{i + 1}. {code(x)}: the target drew y = {code(y)} {sign} x (chance p(x)={p:.3f}) → {verdict}"
+    if trace.uniforms is None:  # greedy, or the top-choice rule
+        top = labels[trace.positions[i].token_ids[0]]
+        relation = "matches" if kept else "differs from"
+        return f"{i + 1}. {code(x)} {relation} the target's argmax {code(top)} → {verdict}"
+    u = trace.uniforms[i]
+    sign = "<" if kept else "≥"
+    numbers = f"q={q:.3f}, p={p:.3f}, min(1, p/q)={a:.3f}; u={u:.3f} {sign} ratio"
+    return f"{i + 1}. {code(x)}: {numbers} → {verdict}"
+
+
+def _stage_accept(stepper: Stepper, trace, labels) -> None:
+    if trace.num_drafted == 0:
+        st.markdown("Nothing was drafted, so there is nothing to test: the target's pass gives one token.")
+        return
+    if stepper.settings.sampling.greedy:
+        st.markdown(
+            "**Greedy mode** (temperature 0): no coin flips. A draft is kept if it equals the target's "
+            "most likely token (argmax of p); the first mismatch ends the round."
+        )
+    else:
+        st.markdown(RULE_TESTS[trace.rule])
+    fig = _figure(trace, "accept", 0, lambda: charts.acceptance_chart(trace, labels))
+    ui.chart(fig, key=f"_c3_{trace.index}")
+    st.markdown("\n".join(_test_line(trace, labels, i) for i in range(trace.num_tested)))
+
+
+# What the replacement after a rejection is drawn from, under each rule (above temperature 0).
+REPLACEMENTS = {
+    SPECULATIVE: ("a replacement {nxt} is drawn from the residual norm(max(0, p − q)), which removes the "
+                  "mass q already had its chance at", "residual norm(max(0, p−q))"),
+    TOP_CHOICE: ("a replacement {nxt} is drawn from p itself (it can even be the argmax again)",
+                 "p (drawn from)"),
+    SAMPLE_COMPARE: ("the target's own draw y = {nxt} is emitted: given y ≠ x it is a draw from p "
+                     "without x", "p without x (y given y ≠ x)"),
+    TYPICAL: ("a replacement {nxt} is drawn from p cut to its typical tokens (p ≥ the bar), as Medusa "
+              "samples", "p cut to typical tokens"),
+}  # fmt: skip
+
+
+def _stage_correct(stepper: Stepper, trace, labels) -> None:
+    greedy = stepper.settings.sampling.greedy
+    k, j = trace.num_drafted, trace.num_accepted
+    nxt = labels[trace.next_token]
+    if trace.is_bonus:
+        how = " (its argmax)." if greedy else (
+            " cut to its typical tokens (p ≥ the bar), as Medusa samples." if trace.rule == TYPICAL else ".")
+        if k == 0:
+            st.markdown(
+                f"Nothing was drafted: the target's pass gives p for the next position, and "
+                f"{code(nxt)} is drawn from it{how} (Plain decoding, one token per pass.)"
+            )
+        else:
+            st.markdown(
+                f"All {k} draft(s) were accepted, so the target's pass already holds p for the next "
+                f"position: the **bonus** token {code(nxt)} is drawn from it{how}"
+            )
+        title = f"p at position {k + 1}: bonus token {nxt}"
+        fig = _figure(trace, "correct", k, lambda: charts.distribution_chart(
+            trace.positions[k], labels, title, highlight=trace.next_token))  # fmt: skip
+    else:
+        rejected = labels[trace.drafted_tokens[j]]
+        text, name = REPLACEMENTS[trace.rule]
+        how = f"the target's argmax {code(nxt)} replaces it" if greedy else text.format(nxt=code(nxt))
+        st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {how}. Drafts after it are discarded.")
+        if trace.kept_sibling is not None:
+            after = labels[trace.emitted_tokens[-1]]
+            st.markdown(f"{code(nxt)} was the draft's **second choice** here, verified in the same pass "
+                        f"beside draft {j + 1}: the pass already holds p after it, and its argmax "
+                        f"{code(after)} comes free, one token more than the chain alone gives.")
+        drawn_from = "the residual" if greedy or trace.rule == SPECULATIVE else name
+        title = f"position {j + 1}: p, q and {drawn_from}; drawn: {nxt}"
+        fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
+            trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))  # fmt: skip
+    ui.chart(fig, key=f"_c4_{trace.index}")
+    shown = trace.positions[k if trace.is_bonus else j].token_ids
+    if trace.next_token not in shown:
+        st.caption(f"{code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
+
+
+def _stage_output(stepper: Stepper, trace, labels) -> None:
+    st.markdown(
+        f"This round emitted **{len(trace.emitted_tokens)}** token(s) for **one** target pass "
+        f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token"
+        f"{' + 1 after the kept second choice' if trace.kept_sibling is not None else ''}). "
+        "They join the output above (outlined)."
+    )
+
+
+STAGE_VIEWS = {1: _stage_drafting, 2: _stage_verify, 3: _stage_accept, 4: _stage_correct, 5: _stage_output}

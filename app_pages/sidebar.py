@@ -1,0 +1,213 @@
+"""The sidebar: the shared settings, read from a shared link at a session's start, shown as
+widgets on every page, and written back to the URL; the engine settings they make.
+
+Also what a session starts from: the ready prompts and this server's limits (from its environment).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import fields
+
+import streamlit as st
+
+from specdec.config import (
+    LOSSY_RULES,
+    RULE_NAMES,
+    SAMPLE_COMPARE,
+    SPECULATIVE,
+    TOP_CHOICE,
+    TYPICAL,
+    SamplingConfig,
+    ServerLimits,
+    Settings,
+    help_of,
+    ui_range,
+)
+from specdec.errors import SpecDecError
+from specdec.lab.links import read_link
+from specdec.lab.quiz import COUNT, TICK
+from specdec.models.feature_head import shipped_head_exists
+from specdec.models.loading import shipped_draft_exists
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, default_drafter
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+
+READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
+
+# The numeric settings, each from the config dataclass that defines its default and range.
+NUMERIC_SETTINGS = {"gamma": Settings, "temperature": SamplingConfig, "top_k": SamplingConfig,
+                    "top_p": SamplingConfig, "seed": Settings, "max_new_tokens": Settings,
+                    "draft_threshold": Settings}  # fmt: skip
+LIMITS = {name: ui_range(config, name) for name, config in NUMERIC_SETTINGS.items()}
+
+
+def _config_default(config, name: str):
+    return next(f.default for f in fields(config) if f.name == name)
+
+
+# Sidebar settings: session-state key -> (URL parameter, type, default). Defaults read from the
+# environment are read when a session starts (so tests can point the app at other models).
+SETTINGS = {
+    "target": ("target", str, lambda: os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET)),
+    "drafter": ("drafter", str, lambda: os.environ.get("SPECDEC_DRAFTER")
+                or default_drafter(os.environ.get("SPECDEC_TARGET", BUNDLED_TARGET))),
+    **{name: (name, type(_config_default(config, name)), lambda c=config, n=name: _config_default(c, n))
+       for name, config in NUMERIC_SETTINGS.items()},
+    "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
+    "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
+    "siblings": ("siblings", bool, lambda: _config_default(Settings, "siblings")),
+    "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
+    "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
+    # The round view's student mode, so that an instructor's link opens it for every student.
+    "student": ("student", bool, lambda: False),
+    "question": ("question", str, lambda: TICK),
+    "hint": ("hint", str, lambda: "p"),
+}  # fmt: skip
+CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES}
+RULE_TITLES = {  # what the sidebar calls each acceptance rule
+    SPECULATIVE: "speculative sampling (exact)",
+    TOP_CHOICE: "the top choice matches (lossy)",
+    SAMPLE_COMPARE: "sample and compare (exact)",
+    TYPICAL: "typical acceptance, Medusa (lossy)",
+}
+LOSSY_NOTE = "Lossy rule: above temperature 0 the output is not distributed as the target's"
+
+
+def ready_prompts() -> dict[str, list[str]]:
+    """{category: [prompt, ...]} from assets/ready_prompts.json."""
+    with open(READY_PROMPTS_FILE, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _read_server_limits() -> tuple[ServerLimits, str | None]:
+    """This server's prompt cap and prefill chunk (SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK),
+    or the defaults and why, if the environment holds bad values."""
+    try:
+        return ServerLimits.from_environment(dict(os.environ)), None
+    except SpecDecError as error:
+        return ServerLimits(), f"{error}; using the defaults"
+
+
+def server_limits() -> ServerLimits:
+    return _read_server_limits()[0]
+
+
+def server_limits_problem() -> str | None:
+    """Shown in the sidebar by `model_status`."""
+    return _read_server_limits()[1]
+
+
+def init_state() -> None:
+    """On a session's first run: defaults, overridden by the URL (a shared link opens the same demo).
+    Keys already in the session state (set by a test) are kept. What a link changed is kept in
+    `_link_notices` and shown by `link_notices()`."""
+    if st.session_state.get("_initialised"):
+        return
+    defaults = {key: default() for key, (_, _, default) in SETTINGS.items()}
+    params = {param: st.query_params[param] for param, _, _ in SETTINGS.values() if param in st.query_params}
+    if "prompt" in st.query_params:
+        params["prompt"] = st.query_params["prompt"]
+    values, notices = read_link(params, defaults, LIMITS, server_limits().max_prompt_chars, CHOICES)
+    for key in SETTINGS:
+        st.session_state.setdefault(key, values.get(key, defaults[key]))
+    first = next(iter(ready_prompts().values()))[0]
+    st.session_state.setdefault("prompt", values.get("prompt", first))
+    st.session_state["_link_notices"] = notices
+    st.session_state["_initialised"] = True
+
+
+def link_notices() -> None:
+    """What the shared link asked for that could not be used as is, said once at the top of the page."""
+    for notice in st.session_state.pop("_link_notices", []):
+        st.warning(f"From the link: {notice}.", icon=":material/link:")
+
+
+def write_url() -> None:
+    """Keep the URL in step with the settings and prompt, so the address bar is a shareable link."""
+    wanted = {param: str(st.session_state[key]) for key, (param, _, _) in SETTINGS.items()}
+    wanted["prompt"] = st.session_state.get("prompt", "")
+    if dict(st.query_params) != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def mirrored(render, label: str, key: str, *args, **kwargs) -> None:
+    """A sidebar widget mirroring the plain session key `key` (widget state alone does not survive
+    page switches under st.navigation; the plain key does, and the URL is written from it)."""
+    st.session_state[f"w_{key}"] = st.session_state[key]
+
+    def copy_back() -> None:
+        st.session_state[key] = st.session_state[f"w_{key}"]
+
+    render(label, *args, key=f"w_{key}", on_change=copy_back, **kwargs)
+
+
+def drafter_choices(target: str) -> list[str]:
+    """The drafters offered for `target` (the bundled target's trained ones, where shipped), and the
+    current one (typed, or from a link)."""
+    choices = [NGRAM]
+    if target == BUNDLED_TARGET:
+        choices += [BUNDLED_DRAFT, LOOKUP_FIRST + BUNDLED_DRAFT] if shipped_draft_exists() else []
+        choices += [BUNDLED_HEAD, LOOKUP_FIRST + BUNDLED_HEAD] if shipped_head_exists() else []
+    current = st.session_state["drafter"]
+    return choices + ([current] if current not in choices else [])
+
+
+DRAFTER_NAMES = {  # what the sidebar shows for the known drafters (others: the name itself)
+    NGRAM: "n-gram lookup (no model)",
+    BUNDLED_DRAFT: "draft model (2 layers)",
+    LOOKUP_FIRST + BUNDLED_DRAFT: "n-gram lookup, then draft model",
+    BUNDLED_HEAD: "feature head (reads the target)",
+    LOOKUP_FIRST + BUNDLED_HEAD: "n-gram lookup, then feature head",
+}
+
+
+def sidebar_controls() -> None:
+    """The shared controls. Rendered by app.py on every page, so they keep their values across pages."""
+    sb = st.sidebar
+    sb.header("Models")
+    mirrored(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
+    drafters = (
+        "a choice below, or type a draft model's Hugging Face id or folder, or a feature head's folder. "
+        f"'ngram': copy from the text so far, no model. '{BUNDLED_DRAFT}': a 2-layer draft model "
+        f"(`python -m specdec train-draft`). '{BUNDLED_HEAD}': a feature head that reads the target's "
+        "hidden states (`python -m specdec train-head`). 'ngram+' before a model or head: copy first "
+        "where the text repeats itself, ask the model or head elsewhere."
+    )
+    mirrored(sb.selectbox, "Drafter", "drafter", drafter_choices(st.session_state["target"].strip()),
+             format_func=lambda name: DRAFTER_NAMES.get(name, name), accept_new_options=True, help=drafters)
+    sb.header("Decoding")
+    mirrored(sb.slider, "γ: the most tokens drafted per round", "gamma", *LIMITS["gamma"])
+    mirrored(sb.toggle, "Adaptive draft length", "adaptive", help=help_of(Settings, "adaptive"))
+    mirrored(sb.slider, "Stop drafting below this confidence", "draft_threshold",
+             *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
+             help=help_of(Settings, "draft_threshold"))
+    mirrored(sb.toggle, "Price each draft by this machine's passes", "price_drafts",
+             disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
+    mirrored(sb.toggle, "Second choices beside the drafts (temperature 0)", "siblings",
+             disabled=float(st.session_state["temperature"]) > 0, help=help_of(Settings, "siblings"))
+    mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
+             help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
+    if lossy_rule_in_use():
+        sb.warning(LOSSY_NOTE + ".", icon=":material/warning:")
+    mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
+    mirrored(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
+    mirrored(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
+    mirrored(sb.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
+    mirrored(sb.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
+    mirrored(sb.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
+
+
+def lossy_rule_in_use() -> bool:
+    """The sidebar's rule is lossy (and the temperature above 0, where that matters)."""
+    return st.session_state["rule"] in LOSSY_RULES and float(st.session_state["temperature"]) > 0
+
+
+def current_settings() -> Settings:
+    """The sidebar's values as engine settings (SpecDecError on bad values)."""
+    s = st.session_state
+    sampling = SamplingConfig(float(s["temperature"]), int(s["top_k"]), float(s["top_p"]))
+    return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
+                    seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
+                    draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
+                    price_drafts=bool(s["price_drafts"]), siblings=bool(s["siblings"]))

@@ -1,0 +1,70 @@
+"""The guarantee page: the rule on toy distributions, and sampled outcomes side by side."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from specdec.lab.charts.style import (
+    P_COLOR,
+    PLAIN_COLOR,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    SPEC_COLOR,
+    styled,
+    token_names,
+)
+
+
+def toy_chart(
+    labels: list[str], target: list[float], draft: list[float], residual: list[float], output: list[float]
+) -> go.Figure:
+    """p, q, the residual and the exact output distribution of one speculative step."""
+    names = [html.escape(name) for name in labels]
+    fig = go.Figure()
+    for series, name, color in (
+        (target, "p (target)", P_COLOR),
+        (draft, "q (draft)", Q_COLOR),
+        (residual, "residual norm(max(0, p−q))", RESIDUAL_COLOR),
+        (output, "output of the rule", SPEC_COLOR),
+    ):
+        fig.add_bar(
+            x=names,
+            y=series,
+            name=name,
+            marker_color=color,
+            hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>",
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="probability", range=[0, 1.05])
+    fig = styled(fig, "Toy distributions: the output equals p", height=360)
+    fig.update_layout(
+        legend={"orientation": "h", "y": -0.15, "x": 0, "xanchor": "left", "yanchor": "top"}, margin={"b": 60}
+    )  # below the plot: four entries do not fit beside the title
+    return fig
+
+
+def empirical_chart(
+    labels: list[str], speculative: list[float], target: list[float], title: str
+) -> go.Figure:
+    """Two empirical distributions over the same outcomes, side by side."""
+    names = token_names(list(range(len(labels))), dict(enumerate(labels)))
+    fig = go.Figure()
+    fig.add_bar(
+        x=names,
+        y=speculative,
+        name="speculative",
+        marker_color=SPEC_COLOR,
+        hovertemplate="%{x}: %{y:.3f}<extra>speculative</extra>",
+    )
+    fig.add_bar(
+        x=names,
+        y=target,
+        name="target only",
+        marker_color=PLAIN_COLOR,
+        hovertemplate="%{x}: %{y:.3f}<extra>target only</extra>",
+    )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="frequency")
+    return styled(fig, title, height=320)

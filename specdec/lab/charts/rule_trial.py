@@ -1,0 +1,62 @@
+"""The rule on trial: acceptance against distance, and the exact rule over temperature."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specdec.lab.charts.style import LANE_COLORS, PLAIN_COLOR, THEORY_COLOR, styled
+
+RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compare": "#1e88e5",
+               "typical": "#ef6c00"}  # fmt: skip
+
+
+def rule_trial_chart(rows: list[dict], noise_floor: float) -> go.Figure:
+    """Acceptance against distance from the target, one point per rule (`rows`: rule, title,
+    lossless, alpha, tv), with the noise floor (two target-only halves) as a band: a lossless rule
+    sits on it, a lossy one to its right."""
+    fig = go.Figure()
+    fig.add_vrect(x0=0, x1=noise_floor, fillcolor="#9e9e9e", opacity=0.18, line_width=0,
+                  annotation_text="noise floor", annotation_position="top left")  # fmt: skip
+    label_at = ["top center", "bottom center", "middle right", "middle left"]  # apart where points meet
+    for number, row in enumerate(rows):
+        kind = "lossless" if row["lossless"] else "lossy"
+        fig.add_scatter(x=[row["tv"]], y=[row["alpha"]], mode="markers+text",
+                        name=f"{row['title']} ({kind})",
+                        marker={"size": 16, "color": RULE_COLORS.get(row["rule"], THEORY_COLOR),
+                                "symbol": "circle" if row["lossless"] else "x"},
+                        text=[html.escape(row["title"])], textposition=label_at[number % len(label_at)],
+                        hovertemplate="TV %{x:.3f}, acceptance %{y:.2f}<extra></extra>")  # fmt: skip
+    top = max([noise_floor, *(r["tv"] for r in rows)]) * 1.25 + 0.02
+    fig.update_xaxes(range=[0, top], title_text="TV distance from the target's first tokens")
+    fig.update_yaxes(range=[0, 1.08], title_text="acceptance α (drafts kept / tested)")
+    fig.update_layout(showlegend=False)
+    return styled(fig, "Acceptance against distance: the lossless rules sit on the noise floor", height=380)
+
+
+def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
+    """The exact rule per prompt set over temperature (`rows`: temperature, category, alpha,
+    expected_alpha, speedup): acceptance measured (solid) and expected from Σ min(p, q) (dotted),
+    and the speed-up on a second axis."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("acceptance α", "speed-up over the target alone"))
+    for number, category in enumerate(dict.fromkeys(r["category"] for r in rows)):
+        mine = sorted((r for r in rows if r["category"] == category), key=lambda r: r["temperature"])
+        color = LANE_COLORS[(number + 1) % len(LANE_COLORS)]
+        x = [r["temperature"] for r in mine]
+        fig.add_scatter(x=x, y=[r["alpha"] for r in mine], mode="lines+markers", row=1, col=1,
+                        name=f"{category}: measured", line={"color": color})  # fmt: skip
+        fig.add_scatter(x=x, y=[r["expected_alpha"] for r in mine], mode="lines", row=1, col=1,
+                        line={"color": color, "dash": "dot"}, name=f"{category}: Σ min(p, q)")  # fmt: skip
+        fig.add_scatter(x=x, y=[r["speedup"] for r in mine], mode="lines+markers", row=1, col=2,
+                        line={"color": color}, marker={"symbol": "diamond"},
+                        name=f"{category}: speed-up")  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dash", line_color=PLAIN_COLOR, row=1, col=2)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text="temperature (0 = greedy)")
+    fig = styled(fig, "The exact rule at every temperature", height=440)
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"},
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10})  # fmt: skip
+    return fig
