@@ -30,6 +30,15 @@ from specdec.core.acceptance import RULES
 from specdec.core.rounds import draft_thresholds, judge, target_only_steps
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
+from specdec.lab.exact import (
+    YOURS,
+    CustomRule,
+    Position,
+    exact_laws,
+    lossless_everywhere,
+    position_of,
+    rule_named,
+)
 from specdec.lab.lock import MODEL_LOCK, locked_steps
 from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_floor
 from specdec.lab.timing import timed_run
@@ -99,6 +108,8 @@ class Trial:
     settings: Settings
     target: TargetTally = field(default_factory=TargetTally)
     rules: dict[str, RuleTally] = field(default_factory=dict)
+    custom: CustomRule | None = None  # the student's rule, named YOURS in `rules`
+    first: Position | None = None  # p and q at the first position, where the exact laws are computed
 
     @property
     def samples(self) -> int:
@@ -124,10 +135,14 @@ class RuleResult:
     # What sampling alone gives: the target halves' TV, averaged over re-splits of their outcomes
     tv_noise_floor: float
     chi2_p: float  # χ² test of its first tokens against the target's first half
+    # Exact, from p and q at the first position (lab.exact): the first token's law's TV from p, and
+    # P(the first draft is kept). None where the trial has no first round yet.
+    tv_exact: float | None = None
+    acceptance_exact: float | None = None
 
     def to_json(self) -> dict:
         keys = ("rule", "lossless", "temperature", "alpha", "tokens_per_pass", "speedup", "tv",
-                "tv_noise_floor", "chi2_p")  # fmt: skip
+                "tv_noise_floor", "chi2_p", "tv_exact", "acceptance_exact")  # fmt: skip
         return {key: getattr(self, key) for key in keys}
 
 
@@ -188,20 +203,26 @@ def _go_on(models: RunModels, pair, tokens: list[int], settings: Settings, neede
 
 
 def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_samples: int,
-               num_tokens: int = 1, rules: tuple[str, ...] = RULE_NAMES, lock=MODEL_LOCK) -> Iterator[Trial]:
+               num_tokens: int = 1, rules: tuple[str, ...] = RULE_NAMES, lock=MODEL_LOCK,
+               custom: CustomRule | None = None) -> Iterator[Trial]:  # fmt: skip
     """`num_samples` samples of each rule and of each target half, seeds from settings.seed on, all
     disjoint; yields the trial after every round of samples (one of each kind), so a stop keeps a
-    balanced part."""
+    balanced part. `custom`: a student's rule, tried as YOURS (named in `rules`, or added to them)."""
     if num_samples < 2:
         raise SpecDecError(f"samples must be at least 2, got {num_samples}")
     if not 1 <= num_tokens <= 4:
         raise SpecDecError(f"tokens per sample must be 1 to 4, got {num_tokens}")
-    unknown = [r for r in rules if r not in RULES]
+    if custom is not None and YOURS not in rules:
+        rules = (*rules, YOURS)
+    unknown = [r for r in rules if r not in RULES and not (r == YOURS and custom is not None)]
     if unknown:
         raise SpecDecError(f"unknown rule {unknown[0]!r}: use {', '.join(RULE_NAMES)}")
+    if custom is not None and num_tokens > 1:
+        raise SpecDecError("your own rule is compared on the first token only: use 1 token per sample")
     # Room for a first round of γ drafts and the target's own token (core.rounds leaves that room).
     short = replace(settings, max_new_tokens=settings.gamma + 1)
-    trial = Trial(num_tokens, settings, rules={rule: RuleTally(rule) for rule in rules})
+    trial = Trial(num_tokens, settings, rules={rule: RuleTally(rule) for rule in rules}, custom=custom)
+    judges = {rule: rule_named(rule, custom) for rule in rules}
     models = RunModels.of(pair)
     with lock:
         for _ in models.prefill(prompt_ids, chunk_size=0):
@@ -230,9 +251,11 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
             trial.target.tokens += len(tokens)
             trial.target.seconds += seconds
         draft, target_probs, seconds = _shared_round(models, prompt_ids, short, seeded(2, i), lock)
+        if trial.first is None:  # the same p and q in every sample (whether it drafts depends on q alone)
+            trial.first = position_of(0, prompt_ids, target_probs[0], draft, len(draft.tokens) > 0, greedy)
         kept = {}
         for number, rule in enumerate(rules):
-            verdict, expected = judge(RULES[rule], greedy, draft, target_probs, seeded(3 + number, i))
+            verdict, expected = judge(judges[rule], greedy, draft, target_probs, seeded(3 + number, i))
             emitted = [*draft.tokens[: verdict.num_accepted].tolist(), verdict.next_token]
             stop = next((j for j, token in enumerate(emitted) if token in stops), None)
             kept[rule] = (emitted if stop is None else emitted[: stop + 1], stop is not None)
@@ -258,13 +281,16 @@ def trial_results(trial: Trial) -> list[RuleResult]:
         return []
     floor = tv_noise_floor(first_half, second_half)
     plain = trial.target.tokens_per_second
+    exact = exact_laws(trial.first, trial.custom) if trial.first is not None else {}
     results = []
     for tally in trial.rules.values():
         if not tally.samples:
             continue
-        rule = RULES[tally.rule]
+        rule = rule_named(tally.rule, trial.custom)
+        law = exact.get(tally.rule)
+        lossless = rule.lossless if tally.rule != YOURS else lossless_everywhere(trial.custom, trial.first)
         results.append(RuleResult(
-            rule=tally.rule, title=rule.title, lossless=rule.lossless,
+            rule=tally.rule, title=rule.title, lossless=lossless,
             temperature=trial.settings.sampling.temperature, samples=tally.samples,
             alpha=tally.alpha, expected_alpha=tally.expected_alpha,
             first_acceptance=tally.first_acceptance, first_expected=tally.first_expected,
@@ -272,6 +298,7 @@ def trial_results(trial: Trial) -> list[RuleResult]:
             speedup=tally.tokens_per_second / plain if plain else 0.0,
             tv=tv_distance(tally.outcomes, first_half), tv_noise_floor=floor,
             chi2_p=chi_square_two_sample(tally.outcomes, first_half).p_value,
+            tv_exact=law.tv if law else None, acceptance_exact=law.acceptance if law else None,
         ))  # fmt: skip
     return results
 

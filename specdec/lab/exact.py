@@ -1,0 +1,264 @@
+"""Each rule's exact answer at one position, beside the sampled one; and where along a target sample
+of the prompt a lossy rule's loss is largest. No Streamlit here.
+
+At a position the target gives p and the draft q (after the same warp). Every rule, the four built-in
+ones as their `PRESETS` expressions and a student's own, then has an exact law (core.output_law),
+an exact TV from p and an exact acceptance. Samples can only see a TV well above their noise floor,
+which shrinks as 1/√samples; `unseen` says, in the position's own numbers, when they cannot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from specdec.config import TOP_CHOICE, Settings
+from specdec.core.acceptance import RULES, Rule, Verdict
+from specdec.core.drafters import Draft, worth_drafting
+from specdec.core.output_law import acceptance, output_law, replacement, tv_from
+from specdec.core.rounds import draft_thresholds
+from specdec.core.sampling import sample, warp_probs
+from specdec.lab.rule_expression import PRESETS, RuleExpression, check_replacement, parse_rule
+
+YOURS = "yours"  # the name a student's rule goes by in a trial
+LOSSLESS_TV = 1e-9  # an exact TV below this is float rounding: the law is p
+RESOLVED = 2.0  # an exact TV at least this many noise floors above zero is one the samples can see
+SCAN_TOKENS = 48  # positions of a target sample that --position auto and the page's offer look at
+_PRESET_EXPRESSIONS = {name: parse_rule(text) for name, (text, _) in PRESETS.items()}
+
+
+@dataclass(frozen=True)
+class Position:
+    """p and q where the trial's first token is drawn. `index`: tokens of a target sample of the prompt
+    before it (0: the prompt's own next token); `context` the token ids read."""
+
+    index: int
+    context: tuple[int, ...]
+    target_probs: torch.Tensor  # (vocab,) float64, summing to 1
+    draft_probs: torch.Tensor | None  # (vocab,) float64; None where the drafter proposes nothing
+    drafts: bool  # whether a round drafts here (an adaptive draft length may decline to)
+    greedy: bool  # temperature 0: every rule is the greedy rule
+
+
+def _normalised(probs: torch.Tensor) -> torch.Tensor:
+    probs = probs.double()
+    return probs / probs.sum()
+
+
+def position_of(index: int, context, target_probs: torch.Tensor, draft: Draft, drafts: bool,
+                greedy: bool) -> Position:  # fmt: skip
+    """From the first drafted position of a round: p there, and the draft's q (if it drafted at all)."""
+    draft_probs = _normalised(draft.probs[0]) if len(draft.tokens) else None
+    return Position(index, tuple(context), _normalised(target_probs), draft_probs,
+                    drafts and draft_probs is not None, greedy)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CustomRule:
+    """A student's rule: keep x with probability `expression`, else draw from `on_reject`."""
+
+    text: str
+    on_reject: str
+    expression: RuleExpression = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, text: str, on_reject: str) -> CustomRule:
+        """Checked: a bad expression or replacement raises SpecDecError with one line."""
+        return cls(text.strip(), check_replacement(on_reject), parse_rule(text))
+
+
+@dataclass(frozen=True)
+class ExactLaw:
+    law: torch.Tensor  # (vocab,) what the rule emits here
+    tv: float  # from p
+    acceptance: float  # P(the draft is kept)
+
+
+def entropy(target_probs: torch.Tensor) -> torch.Tensor:
+    """H as Medusa computes it (core.acceptance.typical_thresholds), over the last axis."""
+    return -(target_probs * torch.log(target_probs + 1e-5)).sum(dim=-1)
+
+
+def accept_everywhere(expression: RuleExpression, target_probs: torch.Tensor,
+                      draft_probs: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """a(x) for every x the draft can propose (q > 0), 0 elsewhere: (vocab,)."""
+    support = draft_probs > 0
+    accept = torch.zeros_like(target_probs, dtype=torch.float64)
+    accept[support] = expression.accept_probs(target_probs[support], draft_probs[support],
+                                              target_probs.max(), entropy(target_probs))  # fmt: skip
+    return accept
+
+
+def law_of(position: Position, expression: RuleExpression, on_reject: str) -> ExactLaw:
+    p = position.target_probs
+    if position.greedy:  # the greedy rule emits the target's argmax, whatever the rule
+        target = torch.zeros_like(p)
+        target[p.argmax()] = 1.0
+        q = position.draft_probs
+        kept = position.drafts and q is not None and int(q.argmax()) == int(p.argmax())
+        return ExactLaw(target, 0.0, float(kept))
+    if not position.drafts:  # no draft to judge: the target's own token
+        return ExactLaw(p, 0.0, 0.0)
+    q = position.draft_probs
+    accept = accept_everywhere(expression, p, q)
+    law = output_law(p, q, accept, on_reject)
+    return ExactLaw(law, tv_from(law, p), acceptance(q, accept))
+
+
+def exact_laws(position: Position, custom: CustomRule | None = None,
+               names: tuple[str, ...] = tuple(PRESETS)) -> dict[str, ExactLaw]:  # fmt: skip
+    """{rule name: its exact law here}: the built-in rules named, and the student's as YOURS."""
+    laws = {name: law_of(position, _PRESET_EXPRESSIONS[name], PRESETS[name][1]) for name in names}
+    if custom is not None:
+        laws[YOURS] = law_of(position, custom.expression, custom.on_reject)
+    return laws
+
+
+def _toy(p: list[float], q: list[float]) -> Position:
+    return Position(0, (), _normalised(torch.tensor(p)), _normalised(torch.tensor(q)), True, False)
+
+
+# Hand-built pairs a lossless rule must be exact on too: one with disagreement, its mirror, a one-hot
+# draft (as a lookup drafts), a draft that covers tokens the target never emits, and draft = target.
+TOY_POSITIONS = (_toy([0.6, 0.3, 0.05, 0.05], [0.1, 0.2, 0.4, 0.3]),
+                 _toy([0.1, 0.2, 0.4, 0.3], [0.6, 0.3, 0.05, 0.05]),
+                 _toy([0.5, 0.25, 0.25, 0.0], [0.0, 0.0, 1.0, 0.0]),
+                 _toy([0.7, 0.3, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]),
+                 _toy([0.4, 0.4, 0.2, 0.0], [0.4, 0.4, 0.2, 0.0]))  # fmt: skip
+
+
+def lossless_everywhere(custom: CustomRule, position: Position | None = None) -> bool:
+    """Whether the student's rule emits exactly p at `position` and on every TOY_POSITIONS pair."""
+    found = (*TOY_POSITIONS, *((position,) if position is not None else ()))
+    return all(law_of(at, custom.expression, custom.on_reject).tv < LOSSLESS_TV for at in found)
+
+
+# -- what samples can see ---------------------------------------------------------------------------
+
+
+def expected_noise_floor(target_probs: torch.Tensor, samples: int) -> float:
+    """The TV two samples of `samples` first tokens from p fall apart by on average (each token's share
+    differs by a normal of variance 2·p(1 − p)/n, whose mean absolute value is that σ·√(2/π))."""
+    p = target_probs.double()
+    return 0.5 * float(torch.sqrt(4 * p * (1 - p) / (math.pi * samples)).sum())
+
+
+def resolved(tv: float, floor: float) -> bool:
+    return tv >= RESOLVED * floor
+
+
+def samples_to_see(tv: float, floor: float, samples: int) -> int | None:
+    """Samples at which the floor falls to tv / RESOLVED (it shrinks as 1/√n); None for a TV of 0."""
+    if tv < LOSSLESS_TV:
+        return None
+    return math.ceil(samples * (RESOLVED * floor / tv) ** 2)
+
+
+def unseen(name: str, position: Position, law: ExactLaw, floor: float, samples: int, token_text) -> str:
+    """Why a lossy rule's exact TV here is too small for `samples` samples to show, in this position's
+    numbers (`token_text`: token id -> text)."""
+    p = position.target_probs
+    if position.greedy:
+        return "at temperature 0 every rule is the greedy rule and emits the target's own token"
+    if not position.drafts:
+        return "the drafter proposes nothing at this position, so no rule has a draft to judge"
+    q, top = position.draft_probs, int(p.argmax())
+    needed = samples_to_see(law.tv, floor, samples)
+    scale = (f"its exact TV here is {law.tv:.4f}, under {RESOLVED:g}× the noise floor of {floor:.3f}"
+             + (f": it would take about {needed:,} samples to see" if needed else ""))  # fmt: skip
+    if name == TOP_CHOICE:
+        shown, q_top, p_top = repr(token_text(top)), float(q[top]), float(p[top])
+        if q_top <= 1 - p_top:  # the smaller factor of q·(1 − p) is the reason
+            often = "almost never" if q_top < 0.05 else "seldom"
+            why = (f"the draft gives the target's top token {shown} q = {q_top:.3f}, so this rule {often} "
+                   "keeps a draft here and draws from p instead")  # fmt: skip
+        else:
+            why = (f"the target is nearly sure of its top token {shown} (p = {p_top:.3f}), so keeping it "
+                   f"whenever the draft proposes it (q = {q_top:.3f}) barely moves p")  # fmt: skip
+        return f"{why}; {scale} (= q·(1 − p) = {q_top:.3f}·{1 - p_top:.3f})"
+    return (f"it keeps a draft with probability {law.acceptance:.3f} here and what it emits is close to p; "
+            f"{scale}")
+
+
+# -- positions along a target sample ------------------------------------------------------------------
+
+
+def positions(pair, prompt_ids: list[int], settings: Settings, count: int = SCAN_TOKENS,
+              lock=None) -> Iterator[Position]:  # fmt: skip
+    """p and q at the prompt's next token, then at each token of a target sample of the prompt
+    (seeded with settings.seed), up to `count` positions or a stop token: one target pass and one
+    drafting step per position, each under `lock` (default: the app's model lock)."""
+    from specdec.lab.lock import MODEL_LOCK
+    from specdec.models.runs import RunModels
+
+    lock = lock or MODEL_LOCK
+    models = RunModels.of(pair)
+    with lock:
+        for _ in models.prefill(prompt_ids, chunk_size=0):
+            pass
+    thresholds = draft_thresholds(settings, models.target.pass_costs)[: settings.gamma]
+    drafts_seed, sample_seed = (torch.Generator().manual_seed(settings.seed + i) for i in (0, 1))
+    context, sampling = list(prompt_ids), settings.sampling
+    for index in range(count):
+        with lock:
+            draft = models.drafter.propose(context, 1, sampling, drafts_seed)  # q, whether or not it drafts
+            target_probs = warp_probs(models.target.extend([context[-1]]), sampling)  # (1, vocab)
+        chance = float(draft.probs[0].max()) if len(draft.tokens) else 0.0
+        drafts = bool(len(draft.tokens)) and (not thresholds or worth_drafting(chance, chance, thresholds))
+        yield position_of(index, context, target_probs[0], draft, drafts, sampling.greedy)
+        token = int(sample(target_probs, sampling, sample_seed)[0])
+        if token in pair.stop_token_ids:
+            return
+        context.append(token)
+
+
+def best_position(found: list[Position], name: str,
+                  custom: CustomRule | None = None) -> tuple[Position, float]:  # fmt: skip
+    """The position where rule `name` (or YOURS) loses most: (position, its exact TV there)."""
+    names = () if name == YOURS else (name,)
+    scored = [(exact_laws(at, custom if name == YOURS else None, names)[name].tv, at) for at in found]
+    tv, at = max(scored, key=lambda pair: (pair[0], -pair[1].index))
+    return at, tv
+
+
+# -- a student's rule, sampled -------------------------------------------------------------------------
+
+
+def sampled_rule(custom: CustomRule) -> Rule:
+    """The student's rule as one the trial can sample (core.acceptance.Rule): a coin with the
+    expression's probability per draft, in order; at the first rejection a draw from its replacement."""
+    expression = custom.expression
+
+    def accept(draft_tokens, draft_probs, target_probs, generator) -> Verdict:
+        k = draft_tokens.shape[0]
+        at = torch.arange(k)
+        q_x, p_x = draft_probs[at, draft_tokens], target_probs[at, draft_tokens]
+        judged = target_probs[:k].double()
+        top, spread = judged.max(dim=-1).values, entropy(judged)
+        accept_probs = expression.accept_probs(p_x, q_x, top, spread).float()
+        uniforms = torch.rand(k, generator=generator)
+        rejected = (uniforms >= accept_probs).nonzero()
+        num_accepted = int(rejected[0]) if len(rejected) else k
+        if num_accepted < k:
+            where = replacement(custom.on_reject, target_probs[num_accepted], draft_probs[num_accepted],
+                                int(draft_tokens[num_accepted]))  # fmt: skip
+        else:
+            where = target_probs[k]
+        next_token = int(torch.multinomial(where.float(), 1, generator=generator))
+        return Verdict(q_x, p_x, accept_probs, uniforms, num_accepted, where if num_accepted < k else None,
+                       next_token, num_accepted == k, rule=YOURS)  # fmt: skip
+
+    def expected(draft_probs, target_probs):
+        return torch.stack([(q.double() * accept_everywhere(expression, p.double(), q.double())).sum()
+                            for q, p in zip(draft_probs, target_probs, strict=True)]).float()  # fmt: skip
+
+    return Rule(YOURS, f"your rule: {custom.text} (on a rejection: {custom.on_reject})", False,
+                custom.text, "Σ q·a", accept, expected,
+                lambda p, q, x: replacement(custom.on_reject, p, q, x))  # fmt: skip
+
+
+def rule_named(name: str, custom: CustomRule | None = None) -> Rule:
+    return sampled_rule(custom) if name == YOURS else RULES[name]
