@@ -16,13 +16,24 @@ ROWS = [
 
 
 def test_trial_chart_puts_acceptance_against_distance_beside_the_floor():
-    fig = charts.rule_trial_chart(ROWS, noise_floor=0.07)
+    fig = charts.rule_trial_chart(ROWS, noise_band=0.07)
     points = {trace.name: (trace.x[0], trace.y[0]) for trace in fig.data}
     assert points["speculative sampling (lossless)"] == (0.09, 0.95)
     assert fig.data[1].marker.symbol == "x" and fig.data[0].marker.symbol == "circle"  # lossy: a cross
-    assert fig.layout.shapes[0].x1 == 0.07  # the noise floor band
+    assert fig.layout.shapes[0].x1 == 0.07  # the noise band
+    # speculative sampling at TV 0.09 is outside a band of 0.07: the title says so, not the lesson's claim
+    assert fig.layout.title.text.startswith("speculative sampling fell outside the noise band")
     assert "<b>" not in fig.data[1].text[0]  # titles are escaped
     assert fig.layout.xaxis.range[1] > 0.33
+
+
+def test_the_trial_headline_reads_the_run():
+    inside = [dict(ROWS[0], tv=0.05), ROWS[1]]
+    expected = "The lossless rules fall inside the noise band, the lossy ones outside it"
+    assert charts.band_headline(inside, 0.07) == expected
+    hidden = [dict(ROWS[0], tv=0.05), dict(ROWS[1], tv=0.02)]
+    assert "and so does the top choice <b>matches</b> (lossy)" in charts.band_headline(hidden, 0.07)
+    assert "outside" in charts.band_headline(ROWS, 0.07) and "1 run in 20" in charts.band_headline(ROWS, 0.07)
 
 
 def test_sweep_chart_has_measured_expected_and_speedup_per_set():

@@ -35,7 +35,10 @@ def test_trial_runs_each_rule_and_marks_the_lossy_ones(tiny_pair_dirs):
     ]  # fmt: skip
     assert all(0 <= float(r["acceptance α"]) <= 1 and 0 <= float(r["TV from target"]) <= 1 for r in rows)
     assert len(at.get("plotly_chart")) == 1
-    assert "Noise floor (two target-only halves): TV" in markdown(at)
+    assert "Noise band (the target's two halves, re-split 200 times): TV 0 to" in markdown(at)
+    # The band column agrees with the numbers beside it
+    band = float(markdown(at).split("TV 0 to **")[1].split("**")[0])
+    assert all((r["in noise band"] == "yes") == (float(r["TV from target"]) <= band + 5e-4) for r in rows)
 
 
 def test_sweep_covers_every_temperature_and_set(tiny_pair_dirs):

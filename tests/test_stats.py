@@ -1,6 +1,7 @@
 """TV distance, the chi-square test and the paper's speed-up formula, against hand-computed values."""
 
 import math
+import random
 from collections import Counter
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from specdec.core.metrics import expected_speedup, expected_tokens_per_pass
 from specdec.errors import SpecDecError
 from specdec.lab.guarantee import toy_rule
-from specdec.lab.stats import chi_square_sf, chi_square_two_sample, tv_distance
+from specdec.lab.stats import chi_square_sf, chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
 
 
 def test_tv_distance_by_hand():
@@ -89,3 +90,25 @@ def test_speedup_report_by_hand():
     assert theory.cost_ratio == pytest.approx(0.1) and theory.verify_cost == pytest.approx(1.6)
     assert theory.paper == pytest.approx(5 / 1.4)
     assert theory.on_this_machine == pytest.approx(2.5)  # all accepted: theory = measurement
+
+
+def test_a_sample_of_the_same_distribution_falls_inside_the_noise_band_about_19_times_in_20():
+    # Two target halves and a third sample (a lossless rule's), all of 150 draws from one distribution:
+    # the third's TV from the first half lands inside the band [0, 95th percentile of the re-splits]
+    # about 95 % of the time, over the 95th percentile about 5 % of it.
+    probs = {"a": 0.5, "b": 0.25, "c": 0.15, "d": 0.1}
+    rng = random.Random(1)
+
+    def sample():
+        return Counter(rng.choices(list(probs), weights=list(probs.values()), k=150))
+
+    runs = 120
+    inside = 0
+    for _ in range(runs):
+        first, second, third = sample(), sample(), sample()
+        band = tv_noise_band(first, second, splits=100)
+        assert band >= tv_noise_floor(first, second)  # the band's edge is above the mean re-split TV
+        inside += tv_distance(third, first) <= band
+    assert 0.88 <= inside / runs <= 0.995, inside
+    with pytest.raises(SpecDecError, match="quantile"):
+        tv_noise_band(Counter(a=2), Counter(a=2), quantile=1.5)

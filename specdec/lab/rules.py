@@ -40,7 +40,7 @@ from specdec.lab.exact import (
     rule_named,
 )
 from specdec.lab.lock import MODEL_LOCK, locked_steps
-from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_floor
+from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
 from specdec.lab.timing import timed_run
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
@@ -139,6 +139,9 @@ class RuleResult:
     # P(the first draft is kept). None where the trial has no first round yet.
     tv_exact: float | None = None
     acceptance_exact: float | None = None
+    # The noise floor as an interval [0, band]: the re-split TVs' 95th percentile. A lossless rule's TV
+    # falls inside it about 19 times in 20 (lab.stats.tv_noise_band)
+    tv_noise_band: float = 0.0
 
     def to_json(self) -> dict:
         keys = ("rule", "lossless", "temperature", "alpha", "tokens_per_pass", "speedup", "tv",
@@ -280,6 +283,7 @@ def trial_results(trial: Trial) -> list[RuleResult]:
     if not sum(first_half.values()) or not sum(second_half.values()):
         return []
     floor = tv_noise_floor(first_half, second_half)
+    band = tv_noise_band(first_half, second_half)
     plain = trial.target.tokens_per_second
     exact = exact_laws(trial.first, trial.custom) if trial.first is not None else {}
     results = []
@@ -296,7 +300,7 @@ def trial_results(trial: Trial) -> list[RuleResult]:
             first_acceptance=tally.first_acceptance, first_expected=tally.first_expected,
             tokens_per_pass=tally.tokens_per_pass,
             speedup=tally.tokens_per_second / plain if plain else 0.0,
-            tv=tv_distance(tally.outcomes, first_half), tv_noise_floor=floor,
+            tv=tv_distance(tally.outcomes, first_half), tv_noise_floor=floor, tv_noise_band=band,
             chi2_p=chi_square_two_sample(tally.outcomes, first_half).p_value,
             tv_exact=law.tv if law else None, acceptance_exact=law.acceptance if law else None,
         ))  # fmt: skip

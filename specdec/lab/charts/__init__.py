@@ -33,7 +33,12 @@ from specdec.lab.charts.rounds import (
     timeline_chart,
     timeline_rows,
 )
-from specdec.lab.charts.rule_trial import RULE_COLORS, rule_trial_chart, temperature_sweep_chart
+from specdec.lab.charts.rule_trial import (
+    RULE_COLORS,
+    band_headline,
+    rule_trial_chart,
+    temperature_sweep_chart,
+)
 from specdec.lab.charts.speedup import (
     acceptance_rounds_chart,
     accepted_length_chart,
@@ -99,6 +104,7 @@ __all__ = [
     "toy_chart",
     "empirical_chart",
     "RULE_COLORS",
+    "band_headline",
     "rule_trial_chart",
     "temperature_sweep_chart",
     "batch_throughput_chart",
