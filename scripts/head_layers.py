@@ -54,8 +54,8 @@ from specdec.training.feature_head import (  # noqa: E402
     held_out_eval_sets,
     make_batch,
     saved_head,
-    target_layer_features,
 )
+from specdec.training.features import target_layer_features  # noqa: E402
 from specdec.training.train import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
 
 # arm -> decoder layers added

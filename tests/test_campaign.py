@@ -28,7 +28,7 @@ from specdec.training.campaign import (
     shard_paths,
 )
 from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prompt
-from specdec.training.feature_head import target_features
+from specdec.training.features import target_features
 from specdec.training.train import build_draft, train_draft, trainable_state
 
 PROMPTS = [campaign_prompt(index) for index in range(4000)]

@@ -31,6 +31,7 @@ from specdec.models.loading import LoadedModel, cache_root
 from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
 from specdec.training.campaign_prompts import KINDS, campaign_prompt
 from specdec.training.data import Example, top_labels, write_shards
+from specdec.training.features import target_features
 
 ANSWERS_PATTERN, FEATURES_PATTERN = "answers-{:04d}.safetensors", "features-{:04d}.safetensors"
 SUMMARY_FILE = "campaign.json"
@@ -164,8 +165,6 @@ def load_answers(path: Path, features_path: Path | None = None) -> list[Answer]:
 @torch.inference_mode()
 def teacher_forced_features(target: LoadedModel, answers: list[Answer], batch_size: int = 16) -> None:
     """Fill in each answer's features by reading it whole (for shards written on another machine)."""
-    from specdec.training.feature_head import target_features  # here: feature_head imports this module
-
     bf16 = target.model.dtype == torch.bfloat16
     for first in range(0, len(answers), batch_size):
         group = answers[first : first + batch_size]
