@@ -104,7 +104,7 @@ def draft_prices(pair: ModelPair, settings) -> None:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
     st.dataframe(draft_length.draft_prices(pair.target.pass_costs, settings), hide_index=True)
     st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of four sweeps "
-               "(core.matmul.pass_costs; SPECDEC_PASS_COSTS fixes them; larger passes are priced as the "
+               "(specdec/kernels/choice.py; SPECDEC_PASS_COSTS fixes them; larger passes are priced as the "
                "largest timed). The first draft's drafting step is already paid: its q comes from the pass "
                "over the last token, which the drafter makes anyway.")
 

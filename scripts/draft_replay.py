@@ -11,7 +11,7 @@ token (teacher forcing) for its top token and top probability q at every positio
 many tokens to draft can then be replayed round by round in arithmetic, as the engine runs them: the
 n-gram lookup first, else the draft model while the rule says so, the cap following acceptance
 (rounds.next_draft_cap). A round costs the target's pass over its tokens (pass costs in one-token
-passes, as core.matmul times them at load) plus `--draft-cost` plain steps per call of the draft model
+passes, as kernels.choice times them at load) plus `--draft-cost` plain steps per call of the draft model
 (a refused round has called it once). Speed is tokens over cost, the target alone being 1.
 
 The replay is close to the engine, not equal to it: after a wrong draft the engine's draft reads its own
@@ -23,7 +23,7 @@ default rule and prints both's rounds, drafts and kept drafts per held-out set.
 
 Rules replayed (at the default γ and draft threshold; `--lengths` adds the default rule at others),
 with each CPU kind's pass costs (those a 2-core Intel Xeon timed at load, before and after MKL's packed
-product joined the layouts, core.matmul):
+product joined the layouts, kernels.matmul):
   default          the engine's: the product of the draft's top probabilities priced against each
                    draft's cost (core.drafters.stop_thresholds, worth_drafting)
   calibrated       each factor replaced by the share kept at that q, a table fit on campaign answers

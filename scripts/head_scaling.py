@@ -64,7 +64,7 @@ def evaluate_saved(heads: dict[str, str], eval_folder: Path, tokens: int | None 
     held-out set kept in `eval_folder` (made there first if missing): the target's greedy answers of
     `tokens` tokens (training's evaluation length where None)."""
     from specdec.config import HeadTrainingConfig
-    from specdec.core.matmul import layout_of, set_layout
+    from specdec.kernels.matmul import layout_of, set_layout
     from specdec.models.feature_head import load_head
     from specdec.models.loading import load_model
     from specdec.paths import BUNDLED_TARGET

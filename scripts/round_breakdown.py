@@ -3,14 +3,14 @@
     .venv/bin/python scripts/round_breakdown.py [--temperature 0] [--max-new-tokens 64]
 
 Loads the bundled pair once and prints, for each matrix layout of the fp32 target
-(specdec.core.matmul), and the split one picked at load if it is one: the target's cached forward
+(specdec.kernels.matmul), and the split one picked at load if it is one: the target's cached forward
 pass over 1, 2, 3, 4, 5, 6, 8 and 12 new tokens,
 then the milliseconds per round in each stage of the round loop, with the round view's full traces
 and lean (as bench runs), on a held-out code prompt with the default drafter; then columns (and the
 layout picked at load, if it has columns) once more with a long layer's weight whole, not in the
-halves core.matmul's columns layout multiplies 3 or more tokens by; last, in the layout
+halves kernels.matmul's columns layout multiplies 3 or more tokens by; last, in the layout
 picked at load, lean with the draft's one-token steps through the library's forward
-(SPECDEC_DRAFT_STEP=library) and by hand (core.decoder_step) once more. The layouts are
+(SPECDEC_DRAFT_STEP=library) and by hand (kernels.decoder_step) once more. The layouts are
 measured in one run, side by side.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
-from specdec.core import matmul  # noqa: E402
+from specdec.kernels import matmul  # noqa: E402
 from specdec.lab import timing  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
@@ -71,7 +71,7 @@ def main() -> None:
             measure(layout, f"{layout}, whole")
     matmul.HALVES_FROM_INPUTS = halves_from
     matmul.set_layout(pair.target.model, chosen)
-    # The same draft with its one-token steps through the library's forward (core.decoder_step).
+    # The same draft with its one-token steps through the library's forward (kernels.decoder_step).
     for label, draft_step in (("draft by library", "library"), ("again", None)):
         if draft_step:
             os.environ["SPECDEC_DRAFT_STEP"] = draft_step

@@ -4,6 +4,8 @@ The package, layer by layer (each imports only from the layers above it in this 
     errors.py, paths.py, config.py   one exception type; bundled names; every default and limit
     core/       the lesson: sampling warp, acceptance rule, records, cached model, feature head, drafters,
                 round loop, metrics and the expected speed-up
+    kernels/    the CPU's speed machinery: matrix layouts, int8 drafts, steps by hand, pass-cost timing
+                (models/ applies it at load; core/ never imports it)
     models/     loading a target and its drafter, checking that they pair, and running them
     lab/        what the app measures and draws: stepped runs, races, samples, charts
     training/   distilling the bundled target's draft model; training its feature head

@@ -1,14 +1,15 @@
-"""A draft's one-token step by hand (core.decoder_step) computes what the library's forward computes."""
+"""A draft's one-token step by hand (specdec/kernels/decoder_step.py) computes what the library's forward
+computes, and a draft's CachedModel given that step gives the logits the library's forward gives."""
 
 import pytest
 import torch
 from tiny_models import tiny_model
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
-from specdec.core import decoder_step as step_module
 from specdec.core.cached_model import CachedModel
-from specdec.core.decoder_step import decoder_step, steps_by_hand
-from specdec.core.matmul import INT8, set_layout
+from specdec.kernels import decoder_step as step_module
+from specdec.kernels.decoder_step import decoder_step, draft_step_by_hand, steps_by_hand
+from specdec.kernels.matmul import INT8, set_layout
 
 PROMPT = [5, 17, 42, 9, 120, 33, 7]
 FED = [61, 2, 250, 14, 14, 99]
@@ -66,9 +67,9 @@ def test_a_step_without_positions_would_be_caught(monkeypatch):
 
 def test_a_drafts_cache_steps_by_hand_and_rolls_back_like_the_librarys():
     model = tiny_model(300, seed=1)
-    draft = CachedModel(model, 300, drafts=True)
+    draft = CachedModel(model, 300, step=draft_step_by_hand(model))
     target_like = CachedModel(model, 300)
-    assert draft.steps_by_hand and not target_like.steps_by_hand
+    assert draft.step is not None and target_like.step is None
     for cached in (draft, target_like):
         cached.extend(PROMPT)
     for token_id in FED:
@@ -83,9 +84,9 @@ def test_a_drafts_cache_steps_by_hand_and_rolls_back_like_the_librarys():
 def test_other_architectures_keep_the_librarys_forward():
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_embd=32, n_layer=1, n_head=2)).eval()
     assert not steps_by_hand(gpt2)
-    assert not CachedModel(gpt2, 300, drafts=True).steps_by_hand
+    assert draft_step_by_hand(gpt2) is None
 
 
 def test_the_environment_can_send_drafts_through_the_librarys_forward(monkeypatch):
     monkeypatch.setenv("SPECDEC_DRAFT_STEP", "library")
-    assert not CachedModel(tiny_model(300, seed=1), 300, drafts=True).steps_by_hand
+    assert draft_step_by_hand(tiny_model(300, seed=1)) is None

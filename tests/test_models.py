@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from specdec.config import SamplingConfig, Settings
-from specdec.core import matmul
 from specdec.core.cached_model import CachedModel
 from specdec.errors import SpecDecError
+from specdec.kernels import choice, matmul
 from specdec.models import loading as models
 from specdec.models.pair import NGRAM, ModelPair
 from specdec.models.runs import generate
@@ -128,8 +128,8 @@ def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypa
         pytest.skip("this torch has no int8 weight product")
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
-    monkeypatch.setattr(matmul, "_CHOSEN", {})  # nothing timed yet in this process
-    monkeypatch.setattr(matmul, "_pass_seconds",
+    monkeypatch.setattr(choice, "_CHOSEN", {})  # nothing timed yet in this process
+    monkeypatch.setattr(choice, "_pass_seconds",
                         lambda model, **_: 1.0 if _precision(model) == fastest else 2.0)
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
     if torch.cuda.is_available():

@@ -198,7 +198,7 @@ def load_prompt_sets(paths: list[Path] | None) -> dict[str, list[str]]:
 def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Settings) -> tuple[int, float]:
     """transformers' own assisted generation with the same pair, γ and sampling -> (tokens, seconds).
 
-    transformers' runs use the same target model object, so the same matrix layout (core.matmul)."""
+    transformers' runs use the same target model object, so the same matrix layout (kernels.matmul)."""
     model = pair.target.model
     draft = pair.draft.model if pair.draft is not None else None  # None: transformers' prompt lookup
     options = transformers_options(settings, pair.target.tokenizer.eos_token_id, draft)

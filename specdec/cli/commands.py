@@ -218,7 +218,7 @@ def run_train_head(args: argparse.Namespace) -> None:
 
 
 def run_campaign(args: argparse.Namespace) -> None:
-    from specdec.core.matmul import ROWS, set_layout
+    from specdec.kernels.matmul import ROWS, set_layout
     from specdec.models.loading import cpu_has_native_bf16, load_model
     from specdec.training.campaign import (
         campaign_answers_folder,

@@ -1,16 +1,21 @@
-"""The lesson's core, in reading order:
+"""The lesson's core, in reading order. Nothing here makes a CPU fast: the matrix layouts, int8 drafts,
+steps by hand and pass-cost timing live in specdec/kernels/, which the loader applies to a model; what
+the engine needs from them is handed in when a run is made, as plain data (what a pass over n tokens
+costs) and a callable (a draft's one-token step).
 
     sampling.py      the warp (temperature, top-k, top-p) shared by both models
-    acceptance.py    the acceptance rule, a pure function over tensors -> Verdict
+    acceptance.py    the acceptance rule, a pure function over tensors -> Verdict; the other rules
     records.py       what a round leaves behind: plain records the app and the metrics read
-    matmul.py        fp32 linear layers in whichever matrix layout this CPU runs faster
     cached_model.py  a model with a KV cache (and, if asked, its last hidden states) that can be
-                     rolled back
+                     rolled back; the output head cut to the tokens a draft scores
     feature_head.py  a few decoder layers that draft from the target's hidden states (EAGLE)
     drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
                      n-gram prompt lookup, or lookup first and a model or head elsewhere
+    siblings.py      the draft's second choices, verified beside its first in the same pass
     stopwatch.py     named stages of the round loop, timed only while someone measures
     rounds.py        the round loop: draft, verify in one pass, accept, roll back both caches;
                      and the adaptive cap on the next round's drafts
     metrics.py       acceptance, tokens per pass, and the paper's expected speed-up
+    batch_cache.py, batch_drafters.py, batch_rounds.py
+                     the same loop for several rows at once (a class served as one batch)
 """

@@ -23,8 +23,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import layout_of
+from specdec.core.cached_model import ReducedHead, linear_kind
 
 ALL, LAST, NONE = "all", "last", "none"  # which new positions' logits extend() returns
 PAD_ID = 0  # the token id fed in padding columns: any id will do, no valid position reads them
@@ -39,7 +38,7 @@ class BatchCachedModel:
         self.pass_costs = pass_costs  # a single row's (CachedModel.pass_costs): how drafts are priced
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
-        self.layout = layout_of(model)
+        self.linear = linear_kind(model)  # the class of its linear layers; a reduced head takes it
         self.cache = DynamicCache(config=model.config)
         self.valid = torch.zeros(rows, 0, dtype=torch.long, device=model.device)  # (rows, columns) 1 = held
 
@@ -89,7 +88,7 @@ class BatchCachedModel:
         else:
             kept = torch.cat([hidden[row, :count] for row, count in enumerate(counts)])  # (Σ n_row, hidden)
         if self.head is not None:
-            scores = self.head.logits(kept, self.vocab_size, self.layout)
+            scores = self.head.logits(kept, self.vocab_size, self.linear)
         else:
             scores = self.model.get_output_embeddings()(kept)[:, : self.vocab_size].float().cpu()
         return [part if count else None for part, count in zip(scores.split(counts), counts, strict=True)]

@@ -7,12 +7,18 @@ with like.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel
 
-from specdec.core.decoder_step import decoder_step, steps_by_hand
-from specdec.core.matmul import layout_of, set_layout
+
+def linear_kind(model: nn.Module) -> type[nn.Linear]:
+    """The class of `model`'s linear layers: nn.Linear, or the kind the loader gave them on a CPU to
+    multiply faster (another matrix layout, int8 weights: specdec/kernels/matmul.py). A reduced head
+    takes it, so it multiplies as its model does."""
+    return next((type(m) for m in model.modules() if isinstance(m, nn.Linear)), nn.Linear)
 
 
 class ReducedHead:
@@ -25,7 +31,7 @@ class ReducedHead:
 
     def __init__(self, token_ids: torch.Tensor, weight: torch.Tensor):
         self.token_ids = token_ids  # (n,) vocabulary ids the head scores
-        # A linear layer over their rows of the output embedding, so it multiplies in its model's layout.
+        # A linear layer over their rows of the output embedding, so it multiplies as its model's layers do.
         self.layer = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
         self.layer.weight = nn.Parameter(weight, requires_grad=False)
 
@@ -40,10 +46,10 @@ class ReducedHead:
         weight = model.get_output_embeddings().weight.detach()[ids.to(model.device)].clone()
         return cls(ids, weight)
 
-    def logits(self, hidden: torch.Tensor, vocab_size: int, layout: str) -> torch.Tensor:
+    def logits(self, hidden: torch.Tensor, vocab_size: int, linear: type[nn.Linear]) -> torch.Tensor:
         """Hidden states (n, hidden) -> logits (n, vocab_size), float32 on the CPU, -inf off the head's
-        tokens; multiplied in `layout` (core.matmul), its model's layers' layout."""
-        set_layout(self.layer, layout)
+        tokens; multiplied by a linear layer of the class `linear`, its model's (`linear_kind`)."""
+        self.layer.__class__ = linear
         scores = self.layer(hidden)
         logits = torch.full((hidden.shape[0], vocab_size), float("-inf"))
         logits[:, self.token_ids] = scores.float().cpu()
@@ -74,22 +80,24 @@ class CachedModel:
     """Feeds tokens to `model`, remembering them in a KV cache that can be rolled back."""
 
     def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None,
-                 keep_features: bool = False, pass_costs: tuple[float, ...] = (), drafts: bool = False):
+                 keep_features: bool = False, pass_costs: tuple[float, ...] = (),
+                 step: Callable[[DynamicCache, int], torch.Tensor] | None = None):
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
         self.cache = DynamicCache(config=model.config)
-        self.layout = layout_of(model)  # the layout of its layers (core.matmul); reduced heads follow it
+        self.linear = linear_kind(model)  # the class of its linear layers; a reduced head takes it
         # keep_features: the last hidden state at every cached position, rolled back with the cache
         # (a feature head drafts from them: core.feature_head).
         self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
         self.keep_features = keep_features
-        # What a pass over 1, 2, ... tokens costs on this machine, in 1-token passes (core.matmul.
-        # pass_costs); empty: not measured (the round loop then counts short passes as free).
+        # What a pass over 1, 2, ... tokens costs on this machine, in 1-token passes (timed at load:
+        # specdec/kernels/choice.py); empty: not measured (the round loop then counts short passes as free).
         self.pass_costs = pass_costs
-        # A draft feeds one token at a time: those steps skip the library's per-call glue
-        # (core.decoder_step). A target's passes all stay the library's forward.
-        self.steps_by_hand = drafts and steps_by_hand(model)
+        # A draft feeds one token at a time. `step(cache, token id)` -> the decoder's last hidden state
+        # (1, hidden), handed in for a draft (specdec/kernels/decoder_step.py: the same numbers without
+        # the library's per-call glue); None: every pass is the library's forward, as a target's are.
+        self.step = step
 
     @property
     def cache_length(self) -> int:
@@ -125,15 +133,15 @@ class CachedModel:
     def _forward(self, token_ids: list[int], keep_last: int, **tree) -> torch.Tensor:
         """`extend`'s pass; `tree`: the attention mask and position ids of `extend_tree`, if any."""
         input_ids = torch.tensor([token_ids], device=self.model.device)
-        by_hand = self.steps_by_hand and len(token_ids) == 1 and not tree
+        by_hand = self.step is not None and len(token_ids) == 1 and not tree
         if self.head is None and not self.keep_features and not by_hand:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last, **tree)
             return output.logits[0, :, : self.vocab_size].float().cpu()
-        # The model's own forward in its two steps (the decoder by hand for a draft's single token), to
-        # keep the first's output or use a reduced head.
+        # The model's own forward in its two steps (the decoder by `step` for a draft's single token),
+        # to keep the first's output or use a reduced head.
         if by_hand:
-            hidden = decoder_step(self.model, self.cache, token_ids[0])
+            hidden = self.step(self.cache, token_ids[0])
         else:
             hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True,
                                               **tree).last_hidden_state[0]
@@ -141,7 +149,7 @@ class CachedModel:
             self.features = torch.cat([self.features, hidden])
         hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
         if self.head is not None:
-            return self.head.logits(hidden, self.vocab_size, self.layout)
+            return self.head.logits(hidden, self.vocab_size, self.linear)
         return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
 
     def keep(self, length: int, then: list[int]) -> None:

@@ -16,10 +16,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.config import SamplingConfig
-from specdec.core.cached_model import CachedModel, ReducedHead
-from specdec.core.decoder_step import library_steps_asked
+from specdec.core.cached_model import CachedModel, ReducedHead, linear_kind
 from specdec.core.feature_head import FeatureHead
-from specdec.core.matmul import layout_of
 from specdec.core.records import (
     DRAFTED_BY_HEAD,
     DRAFTED_BY_LOOKUP,
@@ -74,7 +72,7 @@ def stop_thresholds(floor: float, pass_costs: Sequence[float], num_tokens: int) 
     product of the draft's top probabilities. It costs its drafting step and what it adds to the
     verification pass. `floor` (Settings.draft_threshold) prices the drafting step, in passes of the
     target over one token; `pass_costs[n - 1]` is what a pass over n tokens costs in the same unit
-    (measured at load: core.matmul.pass_costs), so draft i + 1, the (i + 2)-th token of its pass,
+    (measured at load: specdec/kernels/choice.py), so draft i + 1, the (i + 2)-th token of its pass,
     adds pass_costs[i + 1] - pass_costs[i]. The first draft's drafting step is already paid: its q
     came from feeding the last token, which the drafter must see anyway. Without costs (a GPU, or
     Settings.price_drafts off) passes over a few tokens count as free, as they nearly are where reading
@@ -159,9 +157,12 @@ class ModelDrafter:
         vocab_size: int,
         name: str = "draft model",
         head: ReducedHead | None = None,
+        step: Callable[[DynamicCache, int], torch.Tensor] | None = None,
     ):
+        """`step`: a one-token step faster than the library's forward, if the loader has one
+        (CachedModel's `step`)."""
         self.name = name
-        self.cached = CachedModel(model, vocab_size, head, drafts=True)
+        self.cached = CachedModel(model, vocab_size, head, step=step)
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         if num_tokens == 0:
@@ -189,28 +190,31 @@ class FeatureDrafter:
     """
 
     def __init__(self, head: FeatureHead, target: CachedModel, reduced: ReducedHead,
-                 name: str = "feature head"):
+                 name: str = "feature head",
+                 step: Callable[[DynamicCache, torch.Tensor], torch.Tensor] | None = None):
         self.name = name
         self.head, self.target, self.reduced = head, target, reduced
         self.embeddings = target.model.get_input_embeddings()
         self.cache = DynamicCache(config=head.config)
         self.true_length = 0  # head positions computed from the target's own features
-        self.layout = layout_of(head)
-        # One-position steps skip the library's per-call glue, as a draft's do (core.decoder_step).
-        self.steps_by_hand = head.layer_fc is None and not library_steps_asked()
+        self.linear = linear_kind(head)  # the reduced head multiplies as the head's layers do
+        # `step(cache, fused input (1, 1, hidden))` -> predicted feature (1, hidden): one position
+        # through the head's layers, handed in by the loader where it has a faster way than the
+        # library's forward (specdec/kernels/decoder_step.py); None: the forward.
+        self.step = step
 
     @torch.inference_mode()
     def _predict(self, next_token_ids: list[int], features: torch.Tensor) -> torch.Tensor:
         """Head positions reading (embedding of each next token, feature) -> predicted features."""
         embeddings = self.embeddings(torch.tensor([next_token_ids], device=features.device))
-        if len(next_token_ids) == 1 and self.steps_by_hand:
-            return self.head.step(embeddings[0], features, self.cache)
+        if len(next_token_ids) == 1 and self.step is not None:
+            return self.step(self.cache, self.head.fuse(embeddings[0], features)[None])
         return self.head(embeddings, features[None], self.cache)[0]
 
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab), in the
-        head's layout (int8 where its layers have int8 weights: models.feature_head)."""
-        return self.reduced.logits(feature, self.target.vocab_size, self.layout)
+        head's linear layers' kind (int8 where they have int8 weights: models.feature_head)."""
+        return self.reduced.logits(feature, self.target.vocab_size, self.linear)
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         verified = self.target.cache_length  # the target holds features for positions 0 .. verified - 1

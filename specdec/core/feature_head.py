@@ -24,8 +24,6 @@ from torch import nn
 from transformers import LlamaConfig, LlamaModel
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from specdec.core.decoder_step import embedded_step
-
 
 def head_config(target_config: LlamaConfig, layers: int = 1) -> LlamaConfig:
     """The target's layer shape, `layers` deep; no vocabulary of its own (it reads embeddings)."""
@@ -94,10 +92,3 @@ class FeatureHead(nn.Module):
         if self.adds:
             return token_embeddings + self.fc(features)
         return self.fc(torch.cat([token_embeddings, features], dim=-1))
-
-    def step(self, token_embedding: torch.Tensor, feature: torch.Tensor, cache) -> torch.Tensor:
-        """`forward` for one position after the `cache`d ones, (1, hidden) each -> (1, hidden): a drafting
-        step, through the decoder's layers by hand (core.decoder_step.embedded_step), without the
-        library's per-call glue. (The target's earlier layers are not read here: a head that reads them
-        drafts through `forward`.)"""
-        return embedded_step(self.decoder, cache, self.fuse(token_embedding, feature)[None])

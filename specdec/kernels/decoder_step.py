@@ -6,11 +6,12 @@ its attention interface and wraps every output in records, for two layers. For t
 int8 weights on the AMD EPYC with AVX-512 (2026-12-05, `scripts/round_breakdown.py`, a held-out code
 prompt), drafting took 6.0-6.2 ms a round this way against 7.0 through the forward, in rounds of
 42.3-42.5 ms against 43.7; the hidden states are the forward's (tests/test_decoder_step.py). The
-engine's one-token drafting steps go through `decoder_step` (`steps_by_hand`), and a feature head's
-through `embedded_step` (core.feature_head); every pass over more tokens, and every pass of the
-target, stays the library's own forward.
+engine's one-token drafting steps go through `decoder_step` (`draft_step_by_hand`), and a feature head's
+through `embedded_step` (`head_step_by_hand`); every pass over more tokens, and every pass of the target,
+stays the library's own forward. The engine (core.cached_model, core.drafters) is handed these steps
+as callables when a run's drafter is made (models.pair); it never imports this module.
 
-It runs the model's own modules (norms, projections and MLPs, so core.matmul's layouts and int8
+It runs the model's own modules (norms, projections and MLPs, so kernels.matmul's layouts and int8
 weights apply; the model's rotary embedding; transformers' `apply_rotary_pos_emb`) and its KV cache
 (`cache.update`, so roll-back and the library's forward keep working on the same cache). A single
 query may see every cached position, so no mask is built.
@@ -18,7 +19,9 @@ query may see every cached position, so no mask is built.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +45,21 @@ def library_steps_asked() -> bool:
     return os.environ.get("SPECDEC_DRAFT_STEP") == "library"
 
 
+def draft_step_by_hand(model: PreTrainedModel) -> Callable[[Cache, int], torch.Tensor] | None:
+    """A draft's one-token step by hand, (cache, token id) -> last hidden state (1, hidden), for
+    core.cached_model.CachedModel's `step`; None where the library's forward must run it."""
+    return functools.partial(decoder_step, model) if steps_by_hand(model) else None
+
+
+def head_step_by_hand(head: nn.Module) -> Callable[[Cache, torch.Tensor], torch.Tensor] | None:
+    """A feature head's one-position step by hand, (cache, fused input (1, 1, hidden)) -> predicted
+    feature (1, hidden), for core.drafters.FeatureDrafter's `step`; None for a head that reads the
+    target's earlier layers (it drafts through its forward) or under SPECDEC_DRAFT_STEP=library."""
+    if head.layer_fc is not None or library_steps_asked():
+        return None
+    return functools.partial(embedded_step, head.decoder)
+
+
 @torch.inference_mode()
 def decoder_step(model: PreTrainedModel, cache: Cache, token_id: int) -> torch.Tensor:
     """Feed one token after the `cache`d ones -> the decoder's last hidden state (1, hidden), as
@@ -56,7 +74,7 @@ def embedded_step(decoder: nn.Module, cache: Cache, hidden: torch.Tensor) -> tor
     """One position's input (1, 1, hidden) after the `cache`d ones, through a Llama decoder's layers and
     final norm -> (1, hidden), as `decoder(inputs_embeds=hidden, ...)` computes it. A draft feeds it a
     token's embedding (`decoder_step`); a feature head, the embedding fused with a feature
-    (core.feature_head)."""
+    (core.feature_head.FeatureHead.fuse)."""
     position_ids = torch.tensor([[cache.get_seq_length()]], device=hidden.device)
     cos, sin = decoder.rotary_emb(hidden, position_ids)
     for index, layer in enumerate(decoder.layers):

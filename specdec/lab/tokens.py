@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from specdec.models.pair import ModelPair
+if TYPE_CHECKING:  # the labels are pure text functions; only token_label reads a loaded pair
+    from specdec.models.pair import ModelPair
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 _BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+# How a token is drawn everywhere (chips, chart axes, tables): a run of RUN or more identical
+# whitespace or control characters is written once with its count (a newline then 25 spaces:
+# "↵␣×25"), and a label longer than MAX_TOKEN_CHARS is cut with "…" (never inside a mark or a count).
+RUN = 3
+MAX_TOKEN_CHARS = 16
+_PIECE = re.compile(r"<0x[0-9A-F]{2}>(?:×\d+)?|.×\d+|.", re.DOTALL)
 
 
 @lru_cache(maxsize=1)
@@ -26,21 +34,51 @@ def _byte_level_decoder() -> dict[str, int]:
     return {chr(code): byte for byte, code in zip(range(256), chars, strict=True)}
 
 
+def _mark(char: str) -> str | None:
+    """The visible mark of a whitespace or control character; None for a printable one."""
+    if char in _VISIBLE:
+        return _VISIBLE[char]
+    if ord(char) < 32 or ord(char) == 127:
+        return f"<0x{ord(char):02X}>"
+    return None
+
+
 def visible_text(text: str) -> str:
-    """Whitespace made visible: spaces ␣, newlines ↵, tabs ⇥; other control characters as <0xNN>."""
+    """Whitespace made visible: spaces ␣, newlines ↵, tabs ⇥; other control characters as <0xNN>;
+    a run of RUN or more of one such character written once with its count ("␣×25"), unless a digit
+    follows it."""
     out = []
-    for char in text:
-        if char in _VISIBLE:
-            out.append(_VISIBLE[char])
-        elif ord(char) < 32 or ord(char) == 127:
-            out.append(f"<0x{ord(char):02X}>")
+    for run in re.finditer(r"(.)\1*", text, re.DOTALL):
+        char, count = run.group(1), len(run.group(0))
+        mark = _mark(char)
+        if mark is None:
+            out.append(run.group(0))
+        elif count >= RUN and not text[run.end() : run.end() + 1].isdigit():  # "␣×3" then "5" would read 35
+            out.append(f"{mark}×{count}")
         else:
-            out.append(char)
+            out.append(mark * count)
     return "".join(out)
 
 
+def capped(label: str, width: int = MAX_TOKEN_CHARS) -> str:
+    """A label at most `width` characters long: cut with "…" between marks, never inside one."""
+    if len(label) <= width:
+        return label
+    out = ""
+    for piece in _PIECE.findall(label):
+        if len(out) + len(piece) > width - 1:
+            break
+        out += piece
+    return out + "…"
+
+
 def token_label(pair: ModelPair, token_id: int) -> str:
-    """A token as a reader can see it: whitespace visible, incomplete UTF-8 pieces as <0xNN> bytes."""
+    """A token as a reader can see it, the one way every page draws it: whitespace visible and
+    run-length compacted, incomplete UTF-8 pieces as <0xNN> bytes, at most MAX_TOKEN_CHARS wide."""
+    return capped(_full_label(pair, token_id))
+
+
+def _full_label(pair: ModelPair, token_id: int) -> str:
     text = pair.token_text(token_id)
     if "\ufffd" not in text and text:
         return visible_text(text)

@@ -18,18 +18,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache, LlamaConfig
 
-from specdec.core.cached_model import ReducedHead
+from specdec.core.cached_model import ReducedHead, linear_kind
 from specdec.core.feature_head import FeatureHead
-from specdec.core.matmul import (
-    INT8,
-    cache_sweeper,
-    describe_layout,
-    int8_available,
-    layout_of,
-    once,
-    set_layout,
-)
 from specdec.errors import SpecDecError, first_line
+from specdec.kernels.choice import cache_sweeper, once
+from specdec.kernels.decoder_step import embedded_step
+from specdec.kernels.matmul import INT8, describe_layout, int8_available, layout_of, set_layout
 from specdec.models.loading import LoadedModel
 from specdec.paths import ASSETS, BUNDLED_HEAD, BUNDLED_TARGET
 
@@ -125,9 +119,9 @@ def _read_head(name: str, folder: Path, target: LoadedModel) -> LoadedHead:
 
 
 def _faster_layout(head: FeatureHead, reduced: ReducedHead, vocab_size: int) -> str:
-    """The target's layout or int8 weights (core.matmul.Int8Linear), whichever drafts a token faster
+    """The target's layout or int8 weights (kernels.matmul.Int8Linear), whichever drafts a token faster
     here: drafting steps in turns, each after a sweep of the CPU's caches (`_drafting_step_seconds`),
-    as core.matmul.faster_precision times a draft; timed once per process and head shape. Like a
+    as kernels.choice.faster_precision times a draft; timed once per process and head shape. Like a
     draft's, a head's numbers change q and nothing else."""
 
     def decide() -> str:
@@ -154,11 +148,12 @@ def _faster_layout(head: FeatureHead, reduced: ReducedHead, vocab_size: int) -> 
 @torch.inference_mode()
 def _drafting_step_seconds(head: FeatureHead, reduced: ReducedHead, vocab_size: int, cache: DynamicCache,
                            vector: torch.Tensor, sweeper: torch.Tensor) -> float:
-    """A drafting step in the head's layout, after touching `sweeper` (core.matmul.cache_sweeper): one
+    """A drafting step in the head's layout, after touching `sweeper` (kernels.choice.cache_sweeper): one
     position through the head (left out of `cache` again), then its logits over the reduced head."""
     sweeper.add_(1.0)
     start = time.perf_counter()
-    reduced.logits(head.step(vector, vector, cache), vocab_size, layout_of(head))
+    reduced.logits(embedded_step(head.decoder, cache, head.fuse(vector, vector)[None]), vocab_size,
+                   linear_kind(head))
     seconds = time.perf_counter() - start
     cache.crop(-1)
     return seconds

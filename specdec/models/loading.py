@@ -28,8 +28,9 @@ from transformers.utils import logging as transformers_logging
 
 from specdec.config import Settings, ui_range
 from specdec.core.cached_model import ReducedHead
-from specdec.core.matmul import choose_layout, describe_layout, faster_precision, layout_of, pass_costs
 from specdec.errors import SpecDecError, first_line
+from specdec.kernels.choice import choose_layout, faster_precision, pass_costs
+from specdec.kernels.matmul import describe_layout, layout_of
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
@@ -92,7 +93,7 @@ def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
     plain greedy decoding within 64 tokens; fp32: none; the README has the loop). So a target stays
     fp32 on a CPU, and greedy speculative output matches plain decoding token for token. A draft's
     numbers only change q, which the acceptance rule handles exactly, so a draft loads with `fast`:
-    with AVX512-BF16 it may run faster than in fp32, and load_model times both (core.matmul).
+    with AVX512-BF16 it may run faster than in fp32, and load_model times both (specdec/kernels/choice.py).
     SPECDEC_DTYPE=float32 or bfloat16 overrides both choices (and keeps a draft's weights off int8).
     """
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -121,7 +122,7 @@ class LoadedModel:
     @cached_property
     def pass_costs(self) -> tuple[float, ...]:
         """What a pass over 1 to γ + 1 tokens costs here, in 1-token passes (the sidebar's largest γ;
-        core.matmul.pass_costs): what a draft adds to its verification pass (core.drafters)."""
+        kernels.choice.pass_costs): what a draft adds to its verification pass (core.drafters)."""
         return pass_costs(self.model, ui_range(Settings, "gamma")[1] + 1)
 
     @property
@@ -311,7 +312,8 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
     """Load weights + tokenizer by bundled name, Hugging Face id or local folder (safetensors only).
 
     `fast`: a teacher making training data, for which bf16 on a CPU is fine (pick_device). `draft`: a
-    draft, fast too, and on a CPU with int8 weights where those draft faster (core.matmul.faster_precision).
+    draft, fast too, and on a CPU with int8 weights where those draft faster
+    (kernels.choice.faster_precision).
     Every failure is a SpecDecError with one line that says what to do. A bundled model whose cache
     folder cannot be read is converted again once (`rebuilt` marks that second try).
     """

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
+from specdec.kernels.decoder_step import draft_step_by_hand, head_step_by_hand
 from specdec.models.feature_head import LoadedHead, is_head, load_head
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
@@ -74,15 +75,17 @@ class ModelPair:
 
     def new_drafter(self, target: CachedModel | None = None) -> Drafter:
         """A fresh drafter for one run: its KV cache is that run's alone. A feature head reads the run's
-        `target` (from new_target)."""
+        `target` (from new_target). A draft or head gets its one-token step by hand where the kernels
+        have one (specdec/kernels/decoder_step.py)."""
         lookup = NgramDrafter(self.target.vocab_size)
         if self.head is not None:
             if target is None or not target.keep_features:
                 raise ValueError("a feature head needs the run's target, made by new_target()")
-            model = FeatureDrafter(self.head.head, target, self.head.reduced, self.head.name)
+            model = FeatureDrafter(self.head.head, target, self.head.reduced, self.head.name,
+                                   step=head_step_by_hand(self.head.head))
         elif self.draft is not None:
             model = ModelDrafter(self.draft.model, self.target.vocab_size, self.draft.name,
-                                 self.draft.reduced_head)
+                                 self.draft.reduced_head, step=draft_step_by_hand(self.draft.model))
         else:
             return lookup
         return LookupThenModelDrafter(lookup, model) if self.lookup_first else model

@@ -38,18 +38,14 @@ def toy_chart(
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability", range=[0, 1.05])
-    fig = styled(fig, "Toy distributions: the output equals p", height=360)
-    fig.update_layout(
-        legend={"orientation": "h", "y": -0.15, "x": 0, "xanchor": "left", "yanchor": "top"}, margin={"b": 60}
-    )  # below the plot: four entries do not fit beside the title
-    return fig
+    return styled(fig, "Toy distributions: the output equals p", height=360)  # the house legend: below
 
 
 def empirical_chart(
     labels: list[str], speculative: list[float], target: list[float], title: str
 ) -> go.Figure:
     """Two empirical distributions over the same outcomes, side by side."""
-    names = token_names(list(range(len(labels))), dict(enumerate(labels)))
+    names = token_names(list(range(len(labels))), dict(enumerate(labels)), width=28)  # outcomes: a few tokens
     fig = go.Figure()
     fig.add_bar(
         x=names,

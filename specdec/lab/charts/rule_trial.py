@@ -72,7 +72,4 @@ def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="temperature (0 = greedy)")
-    fig = styled(fig, "The exact rule at every temperature", height=440)
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "xanchor": "left", "yanchor": "top"},
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10})  # fmt: skip
-    return fig
+    return styled(fig, "The exact rule at every temperature", height=440)  # the house legend: below

@@ -108,7 +108,7 @@ def speedup_curve_chart(theory: SpeedupTheory, measured: float) -> go.Figure:
         x=alphas,
         y=[expected_speedup(a, lengths, c, v) for a in alphas],
         mode="lines",
-        name=f"this machine: / (k̄c + v), v = {v:.2f}",
+        name=f"this machine: E[tokens/pass] / (k̄c + v), v = {v:.2f}",
         line={"color": THEORY_COLOR},
         hovertemplate="α=%{x:.2f}: %{y:.2f}x<extra></extra>",
     )

@@ -10,6 +10,8 @@ import html
 
 import plotly.graph_objects as go
 
+from specdec.lab.tokens import MAX_TOKEN_CHARS, capped
+
 P_COLOR, Q_COLOR, RESIDUAL_COLOR = "#1e88e5", "#8e24aa", "#ef6c00"
 ACCEPT_COLOR, REJECT_COLOR, BONUS_COLOR, MUTED_COLOR = "#2e7d32", "#c62828", "#1565c0", "#bdbdbd"
 HIGHLIGHT_LINE = "#212121"
@@ -18,11 +20,12 @@ SPEC_COLOR, PLAIN_COLOR, THEORY_COLOR = "#2e7d32", "#757575", "#1e88e5"
 LANE_COLORS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
-def token_names(token_ids: list[int], labels: dict[int, str]) -> list[str]:
-    """Escaped, unique category names (two tokens can look alike, e.g. two unknown bytes)."""
+def token_names(token_ids: list[int], labels: dict[int, str], width: int = MAX_TOKEN_CHARS) -> list[str]:
+    """Escaped, unique category names (two tokens can look alike, e.g. two unknown bytes), at most
+    `width` characters before escaping (specdec.lab.tokens: one way to show a token everywhere)."""
     names, seen = [], set()
     for token_id in token_ids:
-        name = html.escape(labels.get(token_id, f"<id {token_id}>"))
+        name = html.escape(capped(labels.get(token_id, f"<id {token_id}>"), width))
         if name in seen:
             name = f"{name} #{token_id}"
         seen.add(name)
@@ -36,18 +39,52 @@ def narrow(fig: go.Figure, categories: int) -> go.Figure:
     return fig
 
 
+# One look for every chart, readable at the back of a lecture hall: dark text, 14 px ticks (Streamlit's
+# theme alone gives ~11 px grey), the title on the left, the legend under the plot where long entries fit.
+INK = "#212121"
+TEXT_SIZE, TITLE_SIZE = 14, 16
+PRESENTER_SCALE = 1.35  # presenter mode: every text this much larger, and the chart a little taller
+
+
 def styled(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
+    # Text drawn just above the plot (subplot titles, a marked line's note) needs room under the title.
+    above = any(note.yref == "paper" and (note.y or 0) >= 1 for note in fig.layout.annotations)
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 14}},
+        title={"text": html.escape(title), "font": {"size": TITLE_SIZE, "color": INK}, "x": 0.01,
+               "xanchor": "left", "automargin": True, "yref": "container", "y": 0.98, "yanchor": "top"},
+        font={"size": TEXT_SIZE, "color": INK},
         height=height,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        margin={"l": 10, "r": 10, "t": 40 if above else 10, "b": 10},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0.005,
+                "yanchor": "bottom", "font": {"size": TEXT_SIZE, "color": INK}},
         bargap=0.25,
         plot_bgcolor="white",
-    )
-    fig.update_yaxes(gridcolor="#eeeeee", rangemode="tozero")
-    fig.update_xaxes(tickfont={"size": 13})  # token labels such as "," must stay readable
+    )  # fmt: skip
+    ink = {"size": TEXT_SIZE, "color": INK}
+    axis_text = {"tickfont": ink, "title_font": ink, "automargin": True}
+    fig.update_yaxes(gridcolor="#eeeeee", rangemode="tozero", **axis_text)
+    fig.update_xaxes(**axis_text)  # token labels such as "," must stay readable
     return fig
+
+
+def for_projector(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
+    """A copy of `fig` with every text `scale` times larger and the plot taller, for presenter mode."""
+    big = go.Figure(fig)
+
+    def grow(font) -> dict:
+        return {"size": round((font.size or TEXT_SIZE) * scale)}
+
+    big.update_layout(font=grow(big.layout.font), title_font=grow(big.layout.title.font),
+                      legend_font=grow(big.layout.legend.font),
+                      height=round((big.layout.height or 300) * (1 + (scale - 1) / 2)))  # fmt: skip
+    def grow_axis(axis) -> None:
+        axis.update(tickfont=grow(axis.tickfont), title_font=grow(axis.title.font))
+
+    big.for_each_xaxis(grow_axis)
+    big.for_each_yaxis(grow_axis)
+    big.for_each_annotation(lambda note: note.update(font=grow(note.font)))
+    big.update_traces(textfont_size=round(TEXT_SIZE * scale), selector={"type": "bar"})
+    return big
 
 
 def outline(token_ids: list[int], highlight: int | None) -> dict:
