@@ -41,10 +41,9 @@ OTHER_WAYS = """
 """
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def pair_with(target: str, drafter: str, _pair: ModelPair) -> ModelPair:
-    """The loaded target with another drafter, once per process (the names are the cache key)."""
-    return _pair.with_drafter(drafter)
+def pair_with(pair: ModelPair, drafter: str) -> ModelPair:
+    """The loaded target with another drafter, from the server's one set of models (no second target)."""
+    return ui._load_pair(pair.target.name, drafter)
 
 
 def intro() -> None:
@@ -79,7 +78,7 @@ def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelP
     head (the sidebar's draft model or head, or the bundled target's trained ones)."""
     fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
     lanes = {timing.TARGET: (pair, settings, False),
-             "n-gram lookup": (pair_with(pair.target.name, NGRAM, pair), fixed, True)}
+             "n-gram lookup": (pair_with(pair, NGRAM), fixed, True)}
     bundled = pair.target.name == BUNDLED_TARGET
     model, head = pair.draft and pair.draft.name, pair.head and pair.head.name
     if model is None and bundled and shipped_draft_exists():
@@ -91,16 +90,14 @@ def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelP
         return lanes
     try:
         if model is not None:
-            with_model = pair_with(pair.target.name, model, pair)
+            with_model = pair_with(pair, model)
             lanes["draft model, γ fixed"] = (with_model, fixed, True)
             lanes["draft model, adaptive"] = (with_model, adaptive, True)
-            lanes["n-gram, then model, adaptive"] = (pair_with(pair.target.name, LOOKUP_FIRST + model,
-                                                               with_model), adaptive, True)
+            lanes["n-gram, then model, adaptive"] = (pair_with(pair, LOOKUP_FIRST + model), adaptive, True)
         if head is not None:
-            with_head = pair_with(pair.target.name, head, pair)
+            with_head = pair_with(pair, head)
             lanes["feature head, adaptive"] = (with_head, adaptive, True)
-            lanes["n-gram, then head, adaptive"] = (pair_with(pair.target.name, LOOKUP_FIRST + head,
-                                                              with_head), adaptive, True)
+            lanes["n-gram, then head, adaptive"] = (pair_with(pair, LOOKUP_FIRST + head), adaptive, True)
     except SpecDecError as error:
         st.error(f"{error}", icon=":material/error:")
     return lanes

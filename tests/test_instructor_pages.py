@@ -115,9 +115,9 @@ def dear_passes(monkeypatch):
     from app_pages import ui
 
     monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,1.5,1.55,1.6")
-    ui._load_pair.clear()
+    ui.pair_shelf.clear()
     yield
-    ui._load_pair.clear()
+    ui.pair_shelf.clear()
 
 
 def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_dirs, dear_passes):

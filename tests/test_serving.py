@@ -9,7 +9,7 @@ import pytest
 from specdec.errors import SpecDecError
 from specdec.lab.links import read_link
 from specdec.lab.lock import ModelLock, locked_steps
-from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
+from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_allowed
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 DEFAULTS = {"gamma": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "chat": True, "target": "t"}
@@ -135,3 +135,37 @@ def test_a_request_that_gives_up_waiting_never_blocks_the_ones_behind_it():
     lock.release()
     second.join(timeout=10)
     assert order == ["a gave up", "b"] and not lock.locked()
+
+
+def test_pair_shelf_loads_one_target_for_every_drafter(tiny_pair_dirs, monkeypatch):
+    """A drafter switch loads only the drafter; switching back loads nothing; another target replaces
+    the first (the server never holds two)."""
+    from specdec.models import pair as pair_module
+    from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
+
+    loads = []
+    real_load_model = pair_module.load_model
+
+    def counting_load_model(name, *args, **kwargs):
+        loads.append(name)
+        return real_load_model(name, *args, **kwargs)
+
+    monkeypatch.setattr(pair_module, "load_model", counting_load_model)
+    shelf = PairShelf(lambda target: ModelPair.load(target, NGRAM))
+    target, draft, head = tiny_pair_dirs["target"], tiny_pair_dirs["draft"], tiny_pair_dirs["head"]
+
+    with_draft = shelf.get(target, draft)
+    assert loads == [target, draft]
+    with_head = shelf.get(target, head)
+    lookup_then_draft = shelf.get(target, LOOKUP_FIRST + draft)
+    assert shelf.get(target, draft) is with_draft
+    assert loads == [target, draft]  # the head is not a load_model load, and nothing loaded twice
+    assert with_head.target is with_draft.target is lookup_then_draft.target
+    assert lookup_then_draft.draft is with_draft.draft and with_head.head is not None
+    assert shelf.target_names == [target]
+
+    other = tiny_pair_dirs["padded_draft"]  # any other model folder serves as a second target
+    assert shelf.get(other, NGRAM).target.name == other
+    assert shelf.target_names == [other] and loads[-1] == other
+    shelf.get(target, draft)  # back to the first target: loaded afresh, with its drafter
+    assert loads[-2:] == [target, draft]

@@ -8,11 +8,12 @@ and "*" allows any model.
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from specdec.errors import SpecDecError
-from specdec.models.pair import LOOKUP_FIRST, NGRAM
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 ANY_MODEL = "*"
@@ -59,3 +60,51 @@ class LoadFailures:
     def forget(self, key: tuple[str, str]) -> None:
         with self._lock:
             self._messages.pop(key, None)
+
+
+class PairShelf:
+    """The server's models: one target per process, shared by every drafter and every session.
+
+    Asking for another drafter loads only that drafter (`ModelPair.with_drafter`), and a drafter
+    loaded once is kept for the target's lifetime. Asking for another target drops the old one and
+    its drafters before loading the new one, so a server never holds two targets (on a GPU, two
+    copies of a large target could run it out of memory).
+    """
+
+    def __init__(self, load_target: Callable[[str], ModelPair]) -> None:
+        self._load_target = load_target  # target name -> a pair with the n-gram drafter (no model)
+        self._lock = threading.Lock()
+        self._latest: ModelPair | None = None  # its `loaded` holds every drafter loaded so far
+        self._pairs: dict[str, ModelPair] = {}
+
+    def get(self, target: str, drafter: str) -> ModelPair:
+        with self._lock:
+            if self._latest is None or self._latest.target.name != target:
+                self._drop()
+                self._latest = self._load_target(target)
+                self._after_load()
+            if drafter not in self._pairs:
+                self._pairs[drafter] = self._latest = self._latest.with_drafter(drafter)
+                self._after_load()
+            return self._pairs[drafter]
+
+    @property
+    def target_names(self) -> list[str]:
+        """The targets held now (at most one): what a test or the status box can check."""
+        with self._lock:
+            return [] if self._latest is None else [self._latest.target.name]
+
+    def _drop(self) -> None:
+        self._latest = None
+        self._pairs.clear()
+        # The loaded models were frozen out of the collector (_after_load); unfreeze them so the
+        # dropped target's cycles can be collected, then collect now rather than at some later run.
+        gc.unfreeze()
+        gc.collect()
+
+    @staticmethod
+    def _after_load() -> None:
+        # Streamlit collects garbage after every script run, and a full collection walks every object
+        # of the loaded models: ~300 ms with the GIL held, during which no reply reaches any browser.
+        # Frozen objects are left out of collections until _drop unfreezes them.
+        gc.freeze()
