@@ -151,6 +151,12 @@ def show_tally(pair: ModelPair, tally: guarantee.SampleTally) -> None:
 def greedy_equality(pair: ModelPair) -> None:
     st.header("3 · Greedy: token for token")
     st.markdown("At temperature 0 speculative decoding must produce *the same tokens* as the target alone.")
+    if pair.target.precision != "float32":
+        st.info(f"This target runs in {pair.target.precision} (SPECDEC_DTYPE), not float32. Verification "
+                "scores γ+1 tokens in one pass and plain decoding one, and in low precision the two round "
+                "differently, so where the top two tokens are nearly tied the greedy texts may part. "
+                "The sampled distribution (section 2) is still exactly the target's.",
+                icon=":material/info:")  # fmt: skip
     state = st.session_state
     if st.button("Compare greedy outputs", key="b_greedy"):
         settings, greedy_ids = ui.require_prompt(pair, state["prompt"])
@@ -173,9 +179,9 @@ def greedy_equality(pair: ModelPair) -> None:
             "The rule itself is exact; the numbers are not. Verification scores γ+1 tokens in one "
             "batched pass, plain decoding one token per pass, and the two use different matrix shapes "
             "and so different summation orders, so the logits can differ in the last bits: rarely "
-            "in fp32 (a CPU), often in bf16 (a GPU, or SPECDEC_DTYPE=bfloat16). Where the top two "
-            "tokens are nearly tied, the argmax can flip, and from there the texts go their own ways. "
-            "Both are correct greedy decodings of slightly different numbers."
+            "in fp32 (the target's default, on a CPU and a GPU), often in bf16 (SPECDEC_DTYPE=bfloat16). "
+            "Where the top two tokens are nearly tied, the argmax can flip, and from there the texts go "
+            "their own ways. Both are correct greedy decodings of slightly different numbers."
         )
     cols = st.columns(2)
     cols[0].code(pair.decode(check.speculative), language=None, wrap_lines=True)

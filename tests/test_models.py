@@ -87,7 +87,7 @@ def test_draft_folder_with_head_tokens_gets_a_reduced_head(tiny_pair_dirs, tmp_p
 
 def test_cpu_target_is_fp32_and_draft_bf16_only_where_the_cpu_has_bf16_math(monkeypatch):
     if torch.cuda.is_available():
-        pytest.skip("on CUDA the dtype is always bf16")
+        pytest.skip("a CPU's rules (a CUDA machine's: test_dtype_rules_on_a_gpu)")
     cpu = torch.device("cpu")
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
@@ -100,6 +100,21 @@ def test_cpu_target_is_fp32_and_draft_bf16_only_where_the_cpu_has_bf16_math(monk
     monkeypatch.setenv("SPECDEC_DTYPE", "float32")
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
     assert models.pick_device(fast=True) == (cpu, torch.float32)
+
+
+def test_dtype_rules_on_a_gpu(monkeypatch):
+    """On CUDA the target stays fp32 (greedy equality); a draft takes bf16 only where the GPU has it;
+    SPECDEC_DTYPE=bfloat16 opts the target in, and is refused where the GPU has no bf16."""
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: False)  # a GPU's choice ignores the CPU
+    assert models.choose_dtype("cuda", fast=False, forced=None, bf16_supported=True) == torch.float32
+    assert models.choose_dtype("cuda", fast=True, forced=None, bf16_supported=True) == torch.bfloat16
+    assert models.choose_dtype("cuda", fast=True, forced=None, bf16_supported=False) == torch.float32
+    assert models.choose_dtype("cuda", fast=False, forced="bfloat16", bf16_supported=True) == torch.bfloat16
+    assert models.choose_dtype("cuda", fast=True, forced="float32", bf16_supported=True) == torch.float32
+    with pytest.raises(SpecDecError, match="no bf16 support"):
+        models.choose_dtype("cuda", fast=False, forced="bfloat16", bf16_supported=False)
+    with pytest.raises(SpecDecError, match="float32 or bfloat16"):
+        models.choose_dtype("cpu", fast=False, forced="float16", bf16_supported=True)
 
 
 def test_kernels_held_below_bf16_read_as_a_cpu_without_bf16_math(monkeypatch):

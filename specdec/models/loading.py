@@ -86,23 +86,34 @@ def cpu_description() -> dict:
 
 
 def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
-    """CUDA with bf16 when present. On a CPU: fp32, or with `fast` bf16 where the CPU has bf16 math.
+    """CUDA when present, else the CPU; the dtype by choose_dtype."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    bf16_supported = device.type == "cpu" or torch.cuda.is_bf16_supported()
+    return device, choose_dtype(device.type, fast, os.environ.get("SPECDEC_DTYPE"), bf16_supported)
+
+
+def choose_dtype(device_type: str, fast: bool, forced: str | None, bf16_supported: bool) -> torch.dtype:
+    """fp32 for a target, on a GPU as on a CPU; bf16 for a draft or a teacher (`fast`) where it is fast.
 
     bf16 rounding differs between a pass over 5 tokens and a pass over 1, enough to flip the argmax
     where the top two tokens are nearly tied (measured here: 3 of 12 held-out prompts parted from
-    plain greedy decoding within 64 tokens; fp32: none; the README has the loop). So a target stays
-    fp32 on a CPU, and greedy speculative output matches plain decoding token for token. A draft's
-    numbers only change q, which the acceptance rule handles exactly, so a draft loads with `fast`:
-    with AVX512-BF16 it may run faster than in fp32, and load_model times both (specdec/kernels/choice.py).
-    SPECDEC_DTYPE=float32 or bfloat16 overrides both choices (and keeps a draft's weights off int8).
+    plain greedy decoding within 64 tokens; fp32: none; docs/LOG.md has the loop). So a target stays
+    fp32, and greedy speculative output matches plain decoding token for token. A draft's numbers only
+    change q, which the acceptance rule handles exactly, so a draft (`fast`) runs in bf16 on a GPU that
+    supports it, and on a CPU with bf16 math (AVX512-BF16, AMX), where load_model times it against fp32
+    and int8 (specdec/kernels/choice.py). SPECDEC_DTYPE=float32 or bfloat16 (`forced`) sets both
+    (and keeps a draft's weights off int8); bf16 on a GPU without it is refused with a clear message.
     """
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    forced = os.environ.get("SPECDEC_DTYPE")
     if forced in ("float32", "bfloat16"):
-        return device, getattr(torch, forced)
-    if device.type == "cuda" or (fast and cpu_has_native_bf16()):
-        return device, torch.bfloat16
-    return device, torch.float32
+        if forced == "bfloat16" and not bf16_supported:
+            raise SpecDecError("SPECDEC_DTYPE=bfloat16, but this GPU has no bf16 support "
+                               "(torch.cuda.is_bf16_supported() is False): unset SPECDEC_DTYPE")  # fmt: skip
+        return getattr(torch, forced)
+    if forced:
+        raise SpecDecError(f"SPECDEC_DTYPE must be float32 or bfloat16, got {forced!r}")
+    if fast and bf16_supported and (device_type == "cuda" or cpu_has_native_bf16()):
+        return torch.bfloat16
+    return torch.float32
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,11 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         return self.model.device
+
+    @property
+    def precision(self) -> str:
+        """The weights' dtype as a word ("float32", "bfloat16"), for pages that must not touch torch."""
+        return str(self.model.dtype).removeprefix("torch.")
 
     @property
     def context_length(self) -> int:
