@@ -153,9 +153,11 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
             await browser.close()
 
 
-def cpu_seconds(server_pid: int | None) -> dict[str, float]:
-    """CPU time used so far by every Chromium process and by the server (Linux /proc), in seconds."""
+def cpu_seconds(server_pid: int | list[int] | None) -> dict[str, float]:
+    """CPU time used so far by every Chromium process and by the server (Linux /proc), in seconds.
+    Several server ids (replicas behind a balancer, scripts/serve_class.py) count together."""
     clock = os.sysconf("SC_CLK_TCK")
+    servers = {server_pid} if isinstance(server_pid, int) else set(server_pid or ())
     used = {"browsers": 0.0, "server": 0.0}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -166,7 +168,7 @@ def cpu_seconds(server_pid: int | None) -> dict[str, float]:
             continue  # the process ended meanwhile
         name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
         seconds = (int(fields[11]) + int(fields[12])) / clock  # utime + stime
-        if int(entry.name) == server_pid:
+        if int(entry.name) in servers:
             used["server"] += seconds
         elif "chrom" in name.lower():
             used["browsers"] += seconds
@@ -219,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
     parser.add_argument("--long-prompt-chars", type=int, default=0,
                         help="one more session opens a prompt this long while the others step")  # fmt: skip
-    parser.add_argument("--server-pid", type=int,
-                        help="the server's process id: also print its CPU time per click")  # fmt: skip
+    parser.add_argument("--server-pid", type=int, action="append",
+                        help="the server's process id (repeat it for each replica): also print "
+                             "its CPU time per click")  # fmt: skip
     args = parser.parse_args(argv)
     params = {"prompt": args.prompt, "seed": "0"}
     if args.temperature is not None:  # 0: greedy rounds, with second choices beside the drafts
