@@ -1,6 +1,6 @@
 """Is the draft's top probability its chance of surviving? The pricing of drafts takes it to be.
 
-    .venv/bin/python scripts/draft_calibration.py --prompts 48
+    .venv/bin/python experiments/draft_calibration.py --prompts 48
 
 Runs the bundled target with the bundled draft alone (no lookup) at T = 0, γ 6 drafted every round
 (adaptive length off, so that drafts of every confidence face the target), on data-campaign prompts
@@ -9,6 +9,10 @@ campaign has used, and none of them from the held-out sets. For every draft that
 and including the first rejection) it takes q(x), the draft's top probability at T = 0, and whether
 the target kept it, and prints per kind and overall, in tenths of q: mean q -> the share kept (count).
 A calibrated draft keeps about q; a share above q means the draft is surer than its probabilities say.
+
+Its answer is written in docs/LOG.md, "2026-12-03 — Is the draft's top probability its chance of
+surviving?", and for the shipped draft "2026-12-06 — The trained draft: read-back figures of each stage,
+and its calibration".
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """What the exported draft's full-vocabulary head costs against the shipped draft's reduced head.
 
-    .venv/bin/python scripts/draft_head_cost.py [--rounds 7]
+    .venv/bin/python experiments/draft_head_cost.py [--rounds 7]
 
 One process loads the bundled target with both drafts (the shipped one, drafting over its 8,192 most
 frequent tokens, and its export, over all 49,152) and times one-token forwards with a warm cache, target
 and draft alternating (training.evaluate.one_token_step_costs), the two drafts taking turns round by
 round. Prints the median of each: ms per token and the cost ratio c against the target.
+
+Its answer is written in docs/LOG.md, "2026-12-02 — The draft outside specdec: transformers, GGUF,
+llama.cpp".
 """
 
 from __future__ import annotations

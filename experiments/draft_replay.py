@@ -1,8 +1,8 @@
 """Rules for how many tokens to draft, compared without a clock: the target's answers replayed.
 
-    .venv/bin/python scripts/draft_replay.py [--campaign 60] [--draft-cost 0.1]
+    .venv/bin/python experiments/draft_replay.py [--campaign 60] [--draft-cost 0.1]
     SPECDEC_PASS_COSTS=1,1.455,1.52,1.577,1.702,1.758,1.918,1.918,1.924 \\
-        .venv/bin/python scripts/draft_replay.py --check
+        .venv/bin/python experiments/draft_replay.py --check
 
 At T = 0 the output is the target's greedy answer whatever the drafter does, and whether a draft
 survives depends only on the text before it. So one run per prompt records the answer (the default
@@ -35,6 +35,9 @@ Held-out sets are only replayed; the calibration table is fit on the first half 
 (index 40,000 on, past every index the training used) and the other half is replayed beside them. The
 script also prints how well q ranks the drafts that survive (AUC) against a logistic fit of q, the
 draft's second probability and its entropy.
+
+Its answer is written in docs/LOG.md, "2026-12-03 — Rules replayed without a clock: what a draft-length
+rule can still win".
 """
 
 from __future__ import annotations

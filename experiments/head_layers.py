@@ -1,6 +1,6 @@
 """What limits the feature head: what it reads, or its size? (EAGLE-3 reads low, middle and high layers.)
 
-    .venv/bin/python scripts/head_layers.py [--shards 16] [--layers 3,16] [--steps 300]
+    .venv/bin/python experiments/head_layers.py [--shards 16] [--layers 3,16] [--steps 300]
         [--arms "last layer,+ layers,+ a decoder layer"] [--work-root .cache/head-layers]
 
 The shipped head reads the target's last hidden state through two decoder layers. This compares, from
@@ -22,6 +22,9 @@ six held-out sets: Σ min(p, q) of the first draft (α at T = 1) and its agreeme
 (α at T = 0). An arm's lead over the control is what its change adds at this budget.
 Resumable in parts: the target's features (one teacher-forced pass a shard), the held-out set and each
 arm's figures are kept in the work root (work-root/layers.json).
+
+Its answer is written in docs/LOG.md, "2026-12-03 — What limits the feature head: more of the target's
+layers, a third decoder layer, or greedy answers (negative)".
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
 """How often the default drafter refuses outright, and whether one refusal foretells the next.
 
     SPECDEC_PASS_COSTS=1,1.59,1.59,1.65,1.72,1.73,1.84,1.93,1.93 \\
-        .venv/bin/python scripts/refusal_runs.py prose questions structured
+        .venv/bin/python experiments/refusal_runs.py prose questions structured
 
 A refusal is a round whose drafter drafted nothing because not even its first draft was worth what
 it costs (drafts priced by the target's passes: core.drafters.stop_thresholds). Runs the bundled pair
 with the default drafter at T = 0 on each named held-out set and prints per set: the share of rounds
 refused, the share of refusals followed by another, and what the rounds after a refusal that did
-draft kept (what a rule that skips the drafter after a refusal would give up: README, "Resting the
+draft kept (what a rule that skips the drafter after a refusal would give up: docs/LOG.md, "Resting the
 drafter after a refusal"). Pinning the pass costs (as above: the ones a 2-core Intel Xeon timed with
 AVX2 kernels) makes the count independent of the machine's speed.
+
+Its answer is written in docs/LOG.md, "2026-12-03 — Resting the drafter after a refusal: tried, not kept
+(negative)".
 """
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ def test_the_shipped_head_trains_on_from_the_greedy_campaign(bundled_pair, tmp_p
 
 
 def test_a_head_reads_the_targets_earlier_layers_only_where_the_target_read(tiny_target, vocab, tmp_path):
-    """EAGLE-3's extra inputs (scripts/head_layers.py): the target's hidden states after chosen layers.
+    """EAGLE-3's extra inputs (experiments/head_layers.py): the target's hidden states after chosen layers.
     Their projection starts at zero (the head drafts as before); zeros, what drafted positions get, add
     nothing."""
     ids = torch.tensor(PROMPT)

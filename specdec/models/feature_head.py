@@ -100,7 +100,7 @@ def _read_head(name: str, folder: Path, target: LoadedModel) -> LoadedHead:
     if config.hidden_size != target.model.config.hidden_size:
         raise SpecDecError(f"feature head '{name}' reads features of width {config.hidden_size}, but "
                            f"target '{target.name}' has {target.model.config.hidden_size}")
-    if getattr(config, "feature_layers", None):  # scripts/head_layers.py's experiment: not in the engine
+    if getattr(config, "feature_layers", None):  # experiments/head_layers.py tried it: not in the engine
         raise SpecDecError(f"feature head '{name}' reads the target's layers {config.feature_layers} besides "
                            "its last, which the engine does not pass to a head: choose another drafter")
     head = FeatureHead(config)
