@@ -26,19 +26,10 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
     """The timing controls; returns (rows, device, finished) for these settings, if measured."""
     device = timing.device_name(pair)
     st.markdown(f"This server runs the target **{pair.target.describe()}** on **{device}**.")
-    st.caption(
-        "Rows, columns, packed or mkl: a linear layer can be computed as x·Wᵀ (the token rows on the "
-        "left), as (W·xᵀ)ᵀ (the same numbers from one matrix product with the operands swapped), or from "
-        "a copy of W reordered once into a blocked layout, by oneDNN (packed) or by MKL's packed product "
-        "(mkl, fp32 only). On a CPU the fastest is picked by "
-        "timing the model once at load, for one token and for several: where they differ, the model "
-        "gets a split such as rows/packed@4, fewer than 4 token rows in rows and more packed "
-        "(SPECDEC_MATMUL fixes it). On a 2-core AMD EPYC packed took 23.7 ms for one token and "
-        "24.4–25.8 ms for 2 to 8, columns 27.8 ms and 42.9–50.2 ms for 6 to 8; on a 2-core Intel Xeon "
-        "rows ran one token in 34 ms and packed in 45 (scripts/round_breakdown.py, 2026-12-02), and "
-        "with AVX2 kernels mkl ran 2 to 8 tokens in 51–63 ms where rows took 78–96 (2026-12-03)."
-    )
-    repeats = st.slider("Repeats per size (the median is plotted)", 1, 20, 5, key="_im_repeats")
+    st.caption("Why a pass costs what it does on a CPU (matrix layouts, packing, kernels): "
+               "docs/explanation/cpu-pass-cost.md.")
+    repeats = st.slider("Repeats per size (the median is plotted, the bars span the fastest to the slowest)",
+                        1, 20, 5, key="_im_repeats")  # fmt: skip
     key = (pair.target.name, tuple(prompt_ids), int(repeats))
     if ui.run_stop_buttons("Time the forward pass", "b_cost", "b_im_stop", "_im_stop"):
         ui.run_with_progress(
@@ -49,41 +40,60 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
     return results.get(key)
 
 
-def show(rows: list[dict], measured_on: str, finished: bool, gamma: int) -> None:
+def cost_rows(rows: list[dict]) -> list[dict]:
+    """The measurement as the table shows it: the chart's data, in ms and in one-token passes."""
+    one = rows[0]["seconds"]
+    return [{"new tokens": r["tokens"], "median ms": round(r["seconds"] * 1000, 1),
+             "fastest–slowest ms": f"{r['min_seconds'] * 1000:.1f}–{r['max_seconds'] * 1000:.1f}",
+             "× one token": round(r["seconds"] / one, 2)} for r in rows]  # fmt: skip
+
+
+def cost_words(rows: list[dict], gamma: int) -> str:
+    """What the measurement says, read from its numbers: the verification pass against one token, with
+    the repeats' spread, and where the medians go against the size (noise, not a law)."""
+    by_size = {r["tokens"]: r for r in rows}
+    one = by_size[min(by_size)]
+    verify = min((n for n in by_size if n >= gamma + 1), default=max(by_size))
+    row = by_size[verify]
+    v = row["seconds"] / one["seconds"]
+    spread = (f"its repeats took {row['min_seconds'] * 1000:.1f}–{row['max_seconds'] * 1000:.1f} ms, a "
+              f"one-token pass {one['min_seconds'] * 1000:.1f}–{one['max_seconds'] * 1000:.1f} ms")
+    words = (f"Here a pass over **{verify}** tokens (γ+1 for γ = {gamma}, rounded up to a measured size) "
+             f"costs **{v:.2f}×** a one-token pass ({spread}). ")
+    if row["min_seconds"] <= one["max_seconds"]:
+        words += ("The two overlap: within this machine's noise, verifying the draft costs one plain step, "
+                  "as the paper assumes. Speed-up ≈ tokens per pass / (1 + γc).")
+    else:
+        words += (f"So each verification pass costs about {v:.1f} plain steps, not one: the extra tokens do "
+                  f"not ride free on this device, and speed-up ≈ tokens per pass / (γc + {v:.1f}). "
+                  "Speculation pays only when drafts are accepted often enough to cover that.")
+    sizes = sorted(by_size)
+    dips = [(a, b) for a, b in zip(sizes, sizes[1:], strict=False)
+            if by_size[b]["seconds"] < by_size[a]["seconds"]]  # fmt: skip
+    if dips:
+        a, b = dips[0]
+        slower, faster = by_size[a]["seconds"] * 1000, by_size[b]["seconds"] * 1000
+        words += (f" The medians do not always grow with the size ({a} tokens {slower:.1f} ms, {b} tokens "
+                  f"{faster:.1f} ms): "
+                  "differences inside the repeats' spread are noise, from other work on the same cores.")
+    return words
+
+
+def show(rows: list[dict], measured_on: str, finished: bool, gamma: int,
+         load_costs: dict[int, float]) -> None:  # fmt: skip
     if not finished:
         st.warning("Stopped: the curve below is partial.")
-    ui.chart(charts.forward_cost_chart(rows, measured_on))
-    st.dataframe(
-        [
-            {
-                "new tokens": r["tokens"],
-                "median ms": round(r["seconds"] * 1000, 2),
-                "× one token": round(r["seconds"] / rows[0]["seconds"], 2),
-            }
-            for r in rows
-        ],
-        hide_index=True,
-    )
-    by_size = {r["tokens"]: r["seconds"] for r in rows}
-    st.caption("Median ms per pass: " + ", ".join(f"{n} → {t * 1000:.1f}" for n, t in by_size.items()))
-    verify = min((n for n in by_size if n >= gamma + 1), default=max(by_size))
-    v = by_size[verify] / by_size[min(by_size)]
-    st.markdown(
-        f"Here a pass over **{verify}** tokens (γ+1 for γ = {gamma}, rounded up to a measured size) costs "
-        f"**{v:.2f}×** a one-token pass. "
-        + (
-            "That is nearly flat: the machine was idle waiting on memory, and verifying a whole draft "
-            "costs about one plain step, as the paper assumes. Speed-up ≈ tokens per pass / (1 + γc)."
-            if v < 1.5
-            else "That is far from flat: this device is compute-bound at these sizes, so each "
-            f"verification pass costs about {v:.1f} plain steps and eats into the gain. Speed-up ≈ "
-            f"tokens per pass / (γc + {v:.1f}): speculation only pays when drafts are accepted often "
-            "(and a GPU would show a much flatter curve)."
-        )
-    )
+    ui.chart(charts.forward_cost_chart(rows, measured_on, load_costs))
+    st.table(cost_rows(rows))  # the chart's data, every column in view
+    st.markdown(cost_words(rows, gamma))
 
 
-def draft_prices(pair: ModelPair, settings) -> None:
+def load_costs(prices: list[dict]) -> dict[int, float]:
+    """{tokens in the pass: plain steps} as the draft-price table gives them (one token: 1 by definition)."""
+    return {1: 1.0, **{r["tokens in the pass"]: r["pass cost (plain steps)"] for r in prices}}
+
+
+def draft_prices(pair: ModelPair, settings, prices: list[dict]) -> None:
     """What each draft must be worth on this machine, from the passes timed at load."""
     st.header("What a draft must be worth here")
     st.markdown(
@@ -102,10 +112,10 @@ def draft_prices(pair: ModelPair, settings) -> None:
                 "tokens count as free, so each draft after the first must beat the threshold alone.")
     elif not settings.price_drafts:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
-    st.dataframe(draft_length.draft_prices(pair.target.pass_costs, settings), hide_index=True)
-    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of four sweeps "
-               "(specdec/kernels/choice.py; SPECDEC_PASS_COSTS fixes them; larger passes are priced as the "
-               "largest timed). The first draft's drafting step is already paid: its q comes from the pass "
+    st.table(prices)  # its pass costs are the chart's "timed at load" points
+    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of four sweeps (the "
+               "diamonds on the chart above, once the pass is timed there); larger passes are priced as the "
+               "largest timed. The first draft's drafting step is already paid: its q comes from the pass "
                "over the last token, which the drafter makes anyway.")
 
 
@@ -139,10 +149,12 @@ st.session_state.setdefault("_im_breakdown", {})
 intro()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, st.session_state["prompt"], new_tokens=max(SIZES))
+prices = draft_length.draft_prices(pair.target.pass_costs, settings)
 measured = measure(pair, prompt_ids, st.session_state["_im_results"])
 if measured is None:
     st.info("Press **Time the forward pass** (after the prompt of *Round by round*, with the KV cache).")
 else:
-    show(*measured, gamma=settings.gamma)
-draft_prices(pair, ui.current_settings())
+    priced = settings.adaptive and settings.price_drafts and pair.target.pass_costs
+    show(*measured, gamma=settings.gamma, load_costs=load_costs(prices) if priced else {})
+draft_prices(pair, settings, prices)
 round_breakdown(pair, ui.current_settings(), prompt_ids)

@@ -1,5 +1,7 @@
 """The instructor pages in AppTest with the tiny pair: each loads, runs its main action, shows results."""
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import assert_clean, errors, make_app, metrics
@@ -71,13 +73,30 @@ def test_guarantee_bad_prompt_is_a_message(tiny_pair_dirs):
     assert any("the prompt is empty" in e for e in errors(at))
 
 
-def test_idle_machine_curve(tiny_pair_dirs):
-    at = make_app(tiny_pair_dirs, IDLE)
-    at.slider(key="_im_repeats").set_value(1).run()
+def figure(at: AppTest, number: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[number].proto.spec)
+
+
+def test_idle_machine_curve_its_table_and_its_words_are_one_measurement(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, IDLE, gamma=3)
+    at.slider(key="_im_repeats").set_value(3).run()
     at.button(key="b_cost").click().run()
     assert_clean(at)
     assert charts(at) == 1
-    assert any("costs" in m.value and "one-token pass" in m.value for m in at.markdown)
+    measured = figure(at)["data"][0]
+    table = at.table[0].value.to_dict("records")  # under the chart: the chart's data, with the spread
+    assert [r["new tokens"] for r in table] == measured["x"]
+    assert [r["× one token"] for r in table] == pytest.approx(measured["y"], abs=0.006)
+    assert all(float(low) <= r["median ms"] + 0.05 and r["median ms"] <= float(high) + 0.05
+               for r in table for low, high in [r["fastest–slowest ms"].split("–")])  # fmt: skip
+    words = next(m.value for m in at.markdown if "a one-token pass (its repeats took" in m.value)
+    verify = next(r for r in table if r["new tokens"] == 4)  # γ + 1
+    assert f"costs **{verify['× one token']:.2f}×** a one-token pass" in words
+    # The y axis fits the measurement, not the "if cost ∝ tokens" line (32× at 32 tokens)
+    top = figure(at)["layout"]["yaxis"]["range"][1]
+    slowest = max(y + up for y, up in zip(measured["y"], measured["error_y"]["array"], strict=True))
+    assert slowest <= top < 32
+    assert not any("oneDNN" in c.value or "SPECDEC_MATMUL" in c.value for c in at.caption)
 
 
 def test_idle_machine_round_breakdown(tiny_pair_dirs):
@@ -123,10 +142,18 @@ def dear_passes(monkeypatch):
 def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_dirs, dear_passes):
     at = make_app(tiny_pair_dirs, IDLE, gamma=4, draft_threshold=0.1)
     assert_clean(at)
-    rows = at.dataframe[0].value.to_dict("records")
+    rows = at.table[0].value.to_dict("records")
     assert [r["chance it must beat"] for r in rows] == pytest.approx([0.5, 0.15, 0.15, 0.1])
     assert [r["pass cost (plain steps)"] for r in rows] == pytest.approx([1.5, 1.55, 1.6, 1.6])  # 5: as 4
+    # Timed on the page, the chart shows these same costs beside its own measurement
+    at.slider(key="_im_repeats").set_value(1).run()
+    at.button(key="b_cost").click().run()
+    at_load = next(t for t in figure(at)["data"] if t["name"] == "timed at load (prices the drafts)")
+    assert at_load["x"] == [1, 2, 3, 4, 5] and at_load["y"] == pytest.approx([1.0, 1.5, 1.55, 1.6, 1.6])
+    assert at.table[1].value.to_dict("records") == rows
     at.session_state["price_drafts"] = False  # negative control: short passes counted free
     at.run()
-    rows = at.dataframe[0].value.to_dict("records")
+    rows = at.table[1].value.to_dict("records")
     assert [r["chance it must beat"] for r in rows] == pytest.approx([0.0, 0.1, 0.1, 0.1])
+    assert [t["name"] for t in figure(at)["data"]] == ["measured here (median)", "if cost ∝ tokens",
+                                                     "if flat (memory-bound)"]  # free passes: none drawn
