@@ -1,0 +1,133 @@
+"""The house's structure, read from the source with `ast` (nothing is imported): imports only point down,
+the lesson's core stays the lesson, and no file grows past what a reader can hold.
+
+Run alone to see the structure's state: .venv/bin/python -m pytest tests/test_structure.py -q
+"""
+
+import ast
+import functools
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("specdec", "app_pages")  # whose modules must not import each other in a circle
+MAX_LINES = 450
+# What specdec/core/ (the lesson) may not import: the speed machinery, the layers above it, the UI.
+NOT_IN_CORE = ("specdec.kernels", "specdec.models", "specdec.lab", "specdec.training", "specdec.cli",
+               "streamlit")
+SKIPPED_FOLDERS = {"__pycache__", "node_modules"}  # and hidden ones: .venv, .git, caches
+
+
+@functools.cache
+def python_files() -> tuple[Path, ...]:
+    """Every .py file of the repository, not descending into SKIPPED_FOLDERS or hidden folders."""
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS and not s.startswith(".")]
+        found += [Path(folder) / name for name in files if name.endswith(".py")]
+    return tuple(sorted(found))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of PACKAGES by its dotted name (a package by its __init__.py)."""
+    return {module_name(p): p for p in python_files() if p.relative_to(ROOT).parts[0] in PACKAGES}
+
+
+@functools.cache
+def imported_names(path: Path) -> frozenset[str]:
+    """Every module a file imports, at its top or inside a function (a lazy import still ties two
+    modules), as dotted names; `from a import b` gives both a and a.b (b may be a module)."""
+    names = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the file's package, up level - 1
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            names.add(base)
+            names |= {f"{base}.{alias.name}" for alias in node.names}
+    return frozenset(names)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of PACKAGES it imports (a name imported from a package counts as the
+    package's __init__, a submodule as the submodule)."""
+    modules = package_modules()
+    return {name: {imported for imported in imported_names(path) if imported in modules and imported != name}
+            for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def importing(path: Path, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in imported_names(path) if any(n == f or n.startswith(f + ".") for f in forbidden))
+
+
+def test_the_core_imports_neither_the_speed_machinery_nor_the_layers_above_it():
+    core = [p for p in python_files() if p.relative_to(ROOT).parts[:2] == ("specdec", "core")]
+    assert len(core) > 5  # the folder was found
+    wrong = {str(p.relative_to(ROOT)): names for p in core if (names := importing(p, NOT_IN_CORE))}
+    assert not wrong, f"specdec/core/ must import none of {NOT_IN_CORE}: {wrong}"
+
+
+def test_the_engine_never_imports_streamlit():
+    engine = [p for p in python_files() if p.relative_to(ROOT).parts[0] == "specdec"]
+    wrong = {str(p.relative_to(ROOT)): names for p in engine if (names := importing(p, ("streamlit",)))}
+    assert not wrong, f"specdec/ must not import Streamlit (pages call it): {wrong}"
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    graph = import_graph()
+    assert "specdec.core.rounds" in graph and "specdec.core.acceptance" in graph["specdec.core.rounds"]
+    assert not (found := cycles(graph)), f"import cycles: {found}"
+
+
+def test_the_cycle_finder_finds_a_circle():
+    """Negative control: a circle of three, and a line that is none."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_python_file_is_longer_than_a_reader_can_hold():
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+               for p in python_files()}
+    assert len(lengths) > 50  # the tree was read
+    long = {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines (split by what a reader looks for): {long}"
