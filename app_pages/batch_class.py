@@ -79,13 +79,13 @@ def show(result: dict) -> None:
         return
     rows = batching.class_rows(points, curve)
     crossover = batching.crossover(points)
-    left, right = st.columns(2)
-    ui.chart(charts.batch_throughput_chart(rows, crossover), key="_bc_throughput", container=left)
+    # One chart per row: side by side, the cost chart's two panels had their axis titles cut.
+    ui.chart(charts.batch_throughput_chart(rows, crossover), key="_bc_throughput")
     if curve:
-        ui.chart(charts.batch_cost_chart(curve), key="_bc_cost", container=right)
+        ui.chart(charts.batch_cost_chart(curve), key="_bc_cost")
     else:
-        right.info("The cost curve is measured after the batches.")
-    st.dataframe([{
+        st.info("The cost curve is measured after the batches.")
+    st.table([{  # a table, not a data frame: headers wrap instead of being cut off
         "B": r["batch_size"],
         "target only tok/s": round(r["target_only_tokens_per_second"], 1),
         "speculative tok/s": round(r["speculative_tokens_per_second"], 1),

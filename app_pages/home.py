@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from app_pages import ui
+
 # The lesson's figure: one round, left to right. Each step links below to the page that shows it live.
 ROUND_PICTURE = """digraph {
   rankdir=LR; nodesep=0.3; node [shape=box, style="rounded,filled", fontname="sans-serif", fontsize=11];
@@ -33,16 +35,17 @@ exactly the target's distribution, yet each target pass can emit several tokens.
 """
 )
 st.graphviz_chart(ROUND_PICTURE)
-for column, (step, page, label) in zip(st.columns(len(STEP_LINKS)), STEP_LINKS, strict=True):
-    column.caption(step)
-    column.page_link(page, label=label)
-st.markdown(
-    """
+# One link per line: five side by side were cut off ("Round by round: the drafts ar…") below 1920 px.
+for step, page, label in STEP_LINKS:
+    st.page_link(page, label=f"{step} — {label}")
+START_HERE = """
 **Start here:** open **Round by round**, pick a ready prompt and press **Step** to watch one round
 go through its five stages (drafting, verification, acceptance test, correction, output), or
-**Play** to let it run. The sidebar settings (models, γ, temperature, seed, …) apply to every
-page; the address bar carries them, so a copied link opens the same demo. **In your stack** takes the
-same pair into transformers, vLLM and llama.cpp.
+**Play** to let it run. The sidebar settings (drafter, γ, temperature, acceptance rule; more under
+*Advanced*) apply to every page; the address bar carries them, so a copied link opens the same demo.
+**Presenter mode** (in the sidebar, or `presenter=1` in a link) enlarges everything for a projector.
+**In your stack** takes the same pair into transformers, vLLM and llama.cpp.
 """
-)
+if not ui.presenter():  # in presenter mode the speaker says this
+    st.markdown(START_HERE)
 st.page_link("app_pages/rounds.py", label="Open the round-by-round view", icon=":material/manage_search:")

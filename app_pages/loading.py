@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import html
 import os
+import threading
+import time
 
 import streamlit as st
 
@@ -40,6 +42,54 @@ def load_failures() -> LoadFailures:
     return LoadFailures()
 
 
+def _sidebar_key() -> tuple[str, str]:
+    return st.session_state["target"].strip(), st.session_state["drafter"].strip() or NGRAM
+
+
+@st.cache_resource(show_spinner=False)
+def _background_load(target: str, drafter: str) -> threading.Thread:
+    """Load a pair in a background thread, started once per server process and pair: a cold server
+    draws its page menu at once, and a page that needs the models says they are loading."""
+
+    failures = load_failures()  # read here, in the script's thread; a failure is remembered for the pages
+    thread = threading.Thread(target=_load_or_explain, args=(target, drafter, failures),
+                              name="specdec-load-models", daemon=True)  # fmt: skip
+    thread.start()
+    return thread
+
+
+def start_loading() -> None:
+    """Start loading the sidebar's pair in the background (app.py, before it draws the page menu)."""
+    target, drafter = _sidebar_key()
+    if target and load_failures().get((target, drafter)) is None:
+        _background_load(target, drafter)
+
+
+def loading_now() -> threading.Thread | None:
+    """The background load of the sidebar's pair, while it runs; None once done (or never started)."""
+    target, drafter = _sidebar_key()
+    if not target or load_failures().get((target, drafter)) is not None:
+        return None
+    thread = _background_load(target, drafter)
+    return thread if thread.is_alive() else None
+
+
+LOADING_MESSAGE = ("Loading the models… (once per server, about half a minute on a 2-core CPU). "
+                   "The menu works meanwhile; this page goes on by itself.")  # fmt: skip
+
+
+def wait_for_models(thread: threading.Thread) -> None:
+    """Say the models are loading, with the seconds so far, until the background load ends; then
+    rerun, so the sidebar's status shows the loaded pair. (Each update lets a click elsewhere in.)"""
+    started = time.monotonic()
+    note = st.empty()
+    while thread.is_alive():
+        note.info(f"{LOADING_MESSAGE} {time.monotonic() - started:.0f} s", icon=":material/hourglass_top:")
+        thread.join(timeout=1.0)
+    note.empty()
+    st.rerun()
+
+
 def load_pair() -> tuple[ModelPair | None, str | None]:
     """The pair the sidebar names, or (None, one-line message) if it cannot or may not be loaded."""
     target = st.session_state["target"].strip()
@@ -50,15 +100,23 @@ def load_pair() -> tuple[ModelPair | None, str | None]:
     failures = load_failures()
     if (message := failures.get(key)) is not None:
         return None, message
+    with st.spinner(f"Loading {target} and drafter {drafter} (once per server)…"):
+        return _load_or_explain(target, drafter, failures)
+
+
+def _load_or_explain(
+    target: str, drafter: str, failures: LoadFailures
+) -> tuple[ModelPair | None, str | None]:
+    """The pair, or (None, one-line message) with the failure remembered. No Streamlit call: this
+    also runs in the background thread."""
     try:
         check_allowed(target, drafter, allowed_models(os.environ))
-        with st.spinner(f"Loading {target} and drafter {drafter} (once per server)…"):
-            return _load_pair(target, drafter), None
+        return _load_pair(target, drafter), None
     except SpecDecError as error:
         message = str(error)
     except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
         message = f"could not load the models: {type(error).__name__}: {first_line(error)}"
-    failures.remember(key, message)
+    failures.remember((target, drafter), message)
     return None, message
 
 
@@ -72,23 +130,45 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
     sb.header("Status")
     if problem := server_limits_problem():
         sb.warning(problem, icon=":material/warning:")
+    if pair is None and message is None:
+        with sb:
+            _loading_note()
+        return
     if pair is None:
         sb.error(message, icon=":material/error:")
         sb.button("Retry loading", on_click=_retry_load, key="b_retry_load",
                   help="failed loads are remembered by the server; this tries again")  # fmt: skip
         return
-    sb.caption(f"**Target:** {html.escape(pair.target.describe())}")
+    # Names and sizes only: how a pass is computed (layouts, kernels) is for the docs,
+    # docs/explanation/cpu-pass-cost.md, not for the sidebar.
+    sb.caption(f"**Target:** {html.escape(_short(pair.target))}")
     lookup = "n-gram prompt lookup first, then " if pair.lookup_first else ""
     if pair.head is not None:
-        sb.caption(f"**Drafter:** {lookup}{html.escape(pair.head.describe())}")
+        sb.caption(f"**Drafter:** {lookup}feature head {html.escape(_short(pair.head))}")
     elif pair.draft is not None:
-        sb.caption(f"**Draft:** {lookup}{html.escape(pair.draft.describe())}")
+        sb.caption(f"**Draft:** {lookup}{html.escape(_short(pair.draft))}")
     else:
         sb.caption("**Drafter:** n-gram prompt lookup (no model, q = 1 on the copied token)")
 
 
+@st.fragment(run_every=1.0)
+def _loading_note() -> None:
+    """The sidebar's note while the models load; once they are in, the whole page runs again."""
+    if loading_now() is None:
+        st.rerun()
+    st.info("Loading the models in the background…", icon=":material/hourglass_top:")
+
+
+def _short(model) -> str:
+    """A model as the status box names it: its name and size."""
+    return f"{model.name} ({model.num_parameters / 1e6:.1f} M parameters)"
+
+
 def require_pair() -> ModelPair:
-    """The loaded pair, or the page stops here with the reason shown."""
+    """The loaded pair, or the page stops here with the reason shown (while the models load in the
+    background, the page says so and waits)."""
+    if (thread := loading_now()) is not None:
+        wait_for_models(thread)
     pair, message = load_pair()
     if pair is None:
         st.error(message, icon=":material/error:")

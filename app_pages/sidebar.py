@@ -59,6 +59,8 @@ SETTINGS = {
     "siblings": ("siblings", bool, lambda: _config_default(Settings, "siblings")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
+    # Presenter mode: large type for a projector, fewer words, the advanced settings folded away.
+    "presenter": ("presenter", bool, lambda: False),
     # The round view's student mode, so that an instructor's link opens it for every student.
     "student": ("student", bool, lambda: False),
     "question": ("question", str, lambda: TICK),
@@ -163,10 +165,15 @@ DRAFTER_NAMES = {  # what the sidebar shows for the known drafters (others: the 
 
 
 def sidebar_controls() -> None:
-    """The shared controls. Rendered by app.py on every page, so they keep their values across pages."""
+    """The shared controls. Rendered by app.py on every page, so they keep their values across pages.
+
+    Everyday controls first, in the lesson's words (drafter, draft length γ, temperature, acceptance
+    rule); the machinery (target, adaptive length and its pricing, second choices, the warp's cut-offs,
+    seed, budget, template) under "Advanced", folded away."""
     sb = st.sidebar
-    sb.header("Models")
-    mirrored(sb.text_input, "Target model", "target", help="bundled name, Hugging Face id or local folder")
+    mirrored(sb.toggle, "Presenter mode", "presenter",
+             help="large type for a projector, fewer words on screen (link parameter presenter=1)")
+    sb.header("Decoding")
     drafters = (
         "a choice below, or type a draft model's Hugging Face id or folder, or a feature head's folder. "
         f"'ngram': copy from the text so far, no model. '{BUNDLED_DRAFT}': a 2-layer draft model "
@@ -176,26 +183,51 @@ def sidebar_controls() -> None:
     )
     mirrored(sb.selectbox, "Drafter", "drafter", drafter_choices(st.session_state["target"].strip()),
              format_func=lambda name: DRAFTER_NAMES.get(name, name), accept_new_options=True, help=drafters)
-    sb.header("Decoding")
-    mirrored(sb.slider, "γ: the most tokens drafted per round", "gamma", *LIMITS["gamma"])
-    mirrored(sb.toggle, "Adaptive draft length", "adaptive", help=help_of(Settings, "adaptive"))
-    mirrored(sb.slider, "Stop drafting below this confidence", "draft_threshold",
-             *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
-             help=help_of(Settings, "draft_threshold"))
-    mirrored(sb.toggle, "Price each draft by this machine's passes", "price_drafts",
-             disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
-    mirrored(sb.toggle, "Second choices beside the drafts (temperature 0)", "siblings",
-             disabled=float(st.session_state["temperature"]) > 0, help=help_of(Settings, "siblings"))
+    mirrored(sb.slider, "Draft length γ", "gamma", *LIMITS["gamma"], help="the most tokens drafted per round")
+    mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
     mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
         sb.warning(LOSSY_NOTE + ".", icon=":material/warning:")
-    mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
-    mirrored(sb.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
-    mirrored(sb.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
-    mirrored(sb.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
-    mirrored(sb.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
-    mirrored(sb.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
+    advanced = sb.expander("Advanced")
+    mirrored(advanced.text_input, "Target model", "target",
+             help="bundled name, Hugging Face id or local folder")
+    mirrored(advanced.toggle, "Adaptive draft length", "adaptive", help=help_of(Settings, "adaptive"))
+    mirrored(advanced.slider, "Stop drafting below this confidence", "draft_threshold",
+             *LIMITS["draft_threshold"], step=0.05, disabled=not st.session_state["adaptive"],
+             help=help_of(Settings, "draft_threshold"))
+    mirrored(advanced.toggle, "Price each draft by this machine's passes", "price_drafts",
+             disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
+    mirrored(advanced.toggle, "Second choices beside the drafts (temperature 0)", "siblings",
+             disabled=float(st.session_state["temperature"]) > 0, help=help_of(Settings, "siblings"))
+    mirrored(advanced.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
+    mirrored(advanced.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
+    mirrored(advanced.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
+    mirrored(advanced.slider, "Max new tokens", "max_new_tokens", *LIMITS["max_new_tokens"])
+    mirrored(advanced.toggle, "Chat template", "chat", help="wrap the prompt in the target's chat template")
+    if presenter():
+        st.html(PRESENTER_CSS)
+
+
+# Presenter mode's look: every text larger, captions (the small print) left to the docs and the
+# speaker. Charts grow through ui.chart (specdec.lab.charts.style.for_projector).
+PRESENTER_CSS = """
+<style>
+[data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li {font-size: 1.3rem;}
+[data-testid="stMainBlockContainer"] h1 {font-size: 2.8rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] {display: none;}
+[data-testid="stMetricValue"] {font-size: 3.2rem;}
+[data-testid="stMetricLabel"] p {font-size: 1.25rem;}
+[data-testid="stTable"] td, [data-testid="stTable"] th {font-size: 1.2rem;}
+.sd-line {font-size: 1.5rem !important;}
+.sd-tok small {font-size: 1rem !important;}
+</style>
+"""
+
+
+def presenter() -> bool:
+    """Presenter mode is on (the sidebar's switch, or presenter=1 in the link)."""
+    return bool(st.session_state.get("presenter"))
 
 
 def lossy_rule_in_use() -> bool:

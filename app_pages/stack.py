@@ -105,7 +105,7 @@ else:
             f"# SGLang\n{sglang_line(counts)}", language="text", wrap_lines=True)  # fmt: skip
     rows = [{"engine": t.engine, "figure": t.figure, "value": t.value, "computed as": t.formula,
              "in this app": t.here} for t in translations(counts)]  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows), hide_index=True)  # a table: long cells wrap instead of being cut off
     st.markdown("**Two traps.** Answer from the lines above.")
     for number, question in enumerate(trap_questions(counts)):
         choice = st.radio(question.question, question.options, index=None, key=f"stack_quiz_{number}")

@@ -15,9 +15,11 @@ import streamlit as st
 from app_pages.loading import (  # noqa: F401 - re-exported for the pages
     _load_pair,
     load_pair,
+    loading_now,
     model_status,
     require_pair,
     require_prompt,
+    start_loading,
     waiting_message,
 )
 from app_pages.sidebar import (  # noqa: F401 - re-exported for the pages
@@ -27,11 +29,13 @@ from app_pages.sidebar import (  # noqa: F401 - re-exported for the pages
     link_notices,
     lossy_rule_in_use,
     mirrored,
+    presenter,
     ready_prompts,
     server_limits,
     sidebar_controls,
     write_url,
 )
+from specdec.lab.charts.style import for_projector
 from specdec.lab.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 
@@ -97,8 +101,8 @@ def run_stop_buttons(label: str, run_key: str, stop_key: str, stop_flag: str) ->
 
 
 def chart(figure, key: str | None = None, container=st) -> None:
-    """A Plotly figure with the app's one chart configuration."""
-    container.plotly_chart(figure, config=CHART_CONFIG, key=key)
+    """A Plotly figure with the app's one chart configuration; in presenter mode, its text larger."""
+    container.plotly_chart(for_projector(figure) if presenter() else figure, config=CHART_CONFIG, key=key)
 
 
 def run_with_progress(

@@ -1,5 +1,6 @@
 """The app through streamlit.testing.v1.AppTest, pointed at the tiny pair: pages, buttons, errors."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -223,6 +224,11 @@ def test_a_link_naming_a_model_off_the_allow_list_loads_nothing(tiny_pair_dirs, 
 def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch):
     calls = count_loads(monkeypatch, fail_with="could not load model 'nowhere/model': offline")
     at = make_app(tiny_pair_dirs, target="nowhere/model")
+    for _ in range(100):  # the load runs in the background (another test's load may hold the models' lock)
+        if not any(info.value.startswith("Loading the models") for info in at.sidebar.info):
+            break
+        time.sleep(0.1)
+        at.run()
     at.run()
     at.run()
     assert_clean(at)

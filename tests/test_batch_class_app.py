@@ -20,7 +20,7 @@ def test_a_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs):
     at.button(key="b_bc_run").click().run()
     assert_clean(at)
     assert not errors(at)
-    rows = at.dataframe[0].value.to_dict("records")
+    rows = at.table[0].value.to_dict("records")
     assert [r["B"] for r in rows] == [1, 2, 4, 8, 16]
     assert all(r["target only tok/s"] > 0 and r["speculative tok/s"] > 0 and r["expected ratio"] > 0
                for r in rows)  # fmt: skip
@@ -47,7 +47,7 @@ def test_stop_keeps_the_partial_run(tiny_pair_dirs, monkeypatch):
     at.button(key="b_bc_run").click().run()
     assert_clean(at)
     assert "Stopped" in at.warning[0].value
-    assert [r["B"] for r in at.dataframe[0].value.to_dict("records")] == [1]
+    assert [r["B"] for r in at.table[0].value.to_dict("records")] == [1]
     text = markdown(at)  # a partial run claims no 'never' (B = 1 may already be slower with tiny models)
     assert "never fell" not in text and ("measured before the stop" in text or "first falls below 1" in text)
 
