@@ -87,8 +87,9 @@ if target_name == BUNDLED_TARGET:
                "bundled Q4_1 file, the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
                "names, the target's tokenizer). llama.cpp drafts greedily and keeps drafts while they match "
                "the target's sample. Not run by this page. Run once through llama-cpp-python (2026-12-01, "
-               "`scripts/llama_cpp_check.py`, README): the draft loaded and drafted, and ran at 0.19–0.38× "
-               "the target alone, because llama.cpp's target reads 4-bit weights and this F32 draft reads "
+               "`scripts/llama_cpp_check.py`, docs/howto/export.md): the draft loaded and drafted, and ran "
+               "at 0.19–0.38× the target alone, because llama.cpp's target reads 4-bit weights and this "
+               "F32 draft reads "
                "more bytes per token than it: speculation pays only where verifying is dear next to "
                "drafting.")
 else:

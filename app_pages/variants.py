@@ -187,7 +187,7 @@ def feature_head() -> None:
         "for 40 minutes on a 2-core CPU to read the target's hidden state too: on held-out code it is "
         "accepted more often than that draft (α 0.71 against 0.67) at about the same cost per drafted "
         "token, and runs level with the default drafter (measured with `python -m specdec bench` on "
-        "2026-12-01; the README's *Benchmark* has the output)."
+        "2026-12-01; docs/LOG.md has the output)."
     )
     st.graphviz_chart(FEATURE_HEAD_PICTURE)
 

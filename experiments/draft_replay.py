@@ -68,7 +68,7 @@ from specdec.training.campaign_prompts import campaign_prompt  # noqa: E402
 
 # Pass costs for 1 to 9 tokens timed at load on a 2-core Intel Xeon, one process per kernel set: in
 # the layouts picked before MKL's packed product was a candidate (rows/packed@2 and @4: the first runs
-# of the README's "With the layouts chosen by turns") and with it (rows/mkl@2 and mkl: "MKL's packed
+# of docs/LOG.md's "With the layouts chosen by turns") and with it (rows/mkl@2 and mkl: "MKL's packed
 # product").
 PASS_COSTS = {"AVX2 kernels": (1.0, 1.455, 1.52, 1.577, 1.702, 1.758, 1.918, 1.918, 1.924),
               "AVX-512 kernels": (1.0, 1.113, 1.332, 1.629, 1.629, 1.629, 1.837, 1.837, 1.837),

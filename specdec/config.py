@@ -72,7 +72,8 @@ class Settings:
 
     # γ in the paper: the cap on drafted tokens per round. A round may draft fewer (an n-gram
     # drafter without a match, or the end of the token budget); see RoundTrace.num_drafted.
-    # 6 and draft threshold 0.1: chosen by bench races on both CPU kinds (README "Packed weights").
+    # 6 and draft threshold 0.1: chosen by bench races on both CPU kinds (docs/LOG.md, "Packed weights,
+    # and longer drafts").
     gamma: int = setting(6, "the most tokens drafted per round (γ)", (1, 8))
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_new_tokens: int = setting(64, "tokens to generate at most", (1, 256))
@@ -91,7 +92,7 @@ class Settings:
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
     # On: ahead on code in every race with both kernel sets, and picked by bench's rule for the default
-    # (README "Second choices beside the drafts").
+    # (docs/LOG.md, "Second choices beside the drafts").
     siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft, in the "
                              "same target pass, where it lowers what the round's tokens cost (a tree of "
                              "drafts)")

@@ -239,7 +239,8 @@ def class_run(pair: ModelPair, prompts: list[list[int]], settings: Settings,
     """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then ("cost", row)
     per point of the cost curve: B rows of 1, 2, ... γ + 1 tokens each (class_steps in all). Every
     count is timed, not interpolated: on a CPU the cost is far from smooth in the tokens (on the
-    2-core machine 4 rows × 3 tokens took 115 ms, 8 rows × 1 token 74 ms: README)."""
+    2-core machine 4 rows × 3 tokens took 115 ms, 8 rows × 1 token 74 ms: docs/LOG.md, "A class is a
+    batch: speculation under load")."""
     for point in batch_sweep(pair, prompts, settings, batch_sizes):
         yield "batch", point
     for row in cost_curve(pair, batch_sizes, tuple(range(1, settings.gamma + 2))):

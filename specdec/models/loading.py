@@ -52,7 +52,8 @@ def _cpuinfo() -> str:
 
 
 # Environment variables that hold PyTorch's, oneDNN's and MKL's kernels to an older instruction set
-# (the README's "Without AVX-512"): a measurement taken under them stands for a CPU without those.
+# (docs/howto/reproduce-benchmarks.md, "A CPU without AVX-512"): a measurement taken under them stands
+# for a CPU without those.
 KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 # oneDNN instruction sets (ONEDNN_MAX_CPU_ISA) that include bf16 dot products.
 BF16_ISAS = ("BF16", "AMX", "AVX10", "ALL", "DEFAULT")
@@ -339,7 +340,8 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
         # Let SDPA read grouped key/value heads as they are stored (enable_gqa). transformers does so
         # only for unmasked calls, as its CUDA kernels need; a pass over several tokens is masked and
         # would copy every layer's keys and values once per query group. Bit for bit the same logits;
-        # faster verification passes (the README's "Benchmark": code set, default drafter 1.59x -> 1.63x).
+        # faster verification passes (docs/LOG.md, "The first full bench": code set, default drafter
+        # 1.59x -> 1.63x).
         os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
     path = resolve_model_path(name)
     transformers_logging.disable_progress_bar()  # a load from disk takes a second; no bar needed

@@ -18,9 +18,10 @@ LOOKUP_FIRST = "ngram+"  # "ngram+<draft model>": copy when the text repeats its
 
 def default_drafter(target_name: str) -> str:
     """The drafter used when none is asked for: for the bundled target, n-gram lookup first, then the
-    draft trained here (if shipped), as chosen by bench reports from both kinds of CPU (the README's
-    "The default drafter, measured on two kinds of CPU": never slower than the target alone on any
-    held-out set, and the fastest on code of those with a batched form, which a feature head lacks)."""
+    draft trained here (if shipped), as chosen by bench reports from both kinds of CPU (docs/LOG.md,
+    "The default drafter, measured on two kinds of CPU"; docs/benchmarks.md): never slower than the target
+    alone on any held-out set, and the fastest on code of those with a batched form, which a feature head
+    lacks."""
     if target_name == BUNDLED_TARGET and shipped_draft_exists():
         return LOOKUP_FIRST + BUNDLED_DRAFT
     return NGRAM
