@@ -4,8 +4,8 @@ from dataclasses import asdict, replace
 
 import streamlit as st
 
-from app_pages import ui
-from specdec.config import RULE_NAMES, SamplingConfig
+from app_pages import rule_exact, ui
+from specdec.config import RULE_NAMES, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
 from specdec.lab import charts, rules
@@ -37,7 +37,8 @@ def intro() -> None:
     )
 
 
-def trial_section(pair: ModelPair) -> None:
+def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
+    """The four rules sampled side by side -> (the token ids read, settings, samples) for section 2."""
     st.header("1 · The rules on one prompt")
     prompt = st.session_state["prompt"]
     st.markdown(
@@ -62,12 +63,14 @@ def trial_section(pair: ModelPair) -> None:
         settings = replace(base, sampling=SamplingConfig(temperature, top_k, base.sampling.top_p))
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
-        return
-    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
+        return None
+    context, position = rule_exact.trial_context(prompt_ids, settings)
+    key = (pair.target.name, pair.drafter_name, tuple(context), settings, samples, num_tokens)
     results = st.session_state["_rt_results"]
-    if ui.run_stop_buttons("Put the rules on trial", "b_rt_run", "b_rt_stop", "_rt_stop"):
+    pressed = ui.run_stop_buttons("Put the rules on trial", "b_rt_run", "b_rt_stop", "_rt_stop")
+    if st.session_state.pop("_rt_autorun", False) or pressed:
         try:
-            steps = rules.rule_trial(pair, prompt_ids, settings, samples, num_tokens)
+            steps = rules.rule_trial(pair, context, settings, samples, num_tokens)
             ui.run_with_progress(
                 steps, samples, lambda trial: f"{trial.samples} of {samples} samples of each kind",
                 "_rt_stop",
@@ -75,16 +78,18 @@ def trial_section(pair: ModelPair) -> None:
             )  # fmt: skip
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
-            return
+            return None
     if key not in results:
         st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
                 "of the target: well under a minute at the default size).")  # fmt: skip
-        return
+        return context, settings, samples
     trial, finished = results[key]
-    rows = rules.trial_results(trial)
+    rows = [asdict(r) for r in rules.trial_results(trial)]
     if not finished:
         st.warning(f"Stopped after {trial.samples} samples of each kind: the numbers below are from those.")
-    show_trial([asdict(r) for r in rows], temperature)
+    show_trial(rows, temperature)
+    rule_exact.exact_section(pair, trial, rows, prompt_ids, position)
+    return context, settings, samples
 
 
 def band_cell(tv: float, band: float) -> str:
@@ -105,6 +110,7 @@ def show_trial(rows: list[dict], temperature: float) -> None:
         "tokens / pass": f"{row['tokens_per_pass']:.2f}",
         "speed-up": f"{row['speedup']:.2f}×",
         "TV from target": f"{row['tv']:.3f}",
+        "TV exact": "–" if row["tv_exact"] is None else f"{row['tv_exact']:.3f}",
         "in noise band": band_cell(row["tv"], band),
         "χ² p-value": f"{row['chi2_p']:.2g}",
     } for row in rows])  # fmt: skip
@@ -131,7 +137,7 @@ def show_trial(rows: list[dict], temperature: float) -> None:
 
 
 def sweep_section(pair: ModelPair) -> None:
-    st.header("2 · The exact rule at every temperature")
+    st.header("3 · The exact rule at every temperature")
     st.markdown(
         f"A classic wrong answer: \"{QUIZ_DISTRACTOR}\". Here is speculative sampling on the held-out "
         f"code and prose prompts at T = {', '.join(f'{t:g}' for t in rules.SWEEP_TEMPERATURES)}, with the "
@@ -194,5 +200,7 @@ st.session_state.setdefault("_rt_results", {})
 st.session_state.setdefault("_rt_sweep", {})
 intro()
 pair = ui.require_pair()
-trial_section(pair)
+at = trial_section(pair)
+if at is not None:
+    rule_exact.own_rule_section(pair, *at)
 sweep_section(pair)

@@ -25,6 +25,7 @@ from specdec.config import (
     help_of,
     ui_range,
 )
+from specdec.core.output_law import REPLACEMENTS, RESIDUAL
 from specdec.errors import SpecDecError
 from specdec.lab.links import read_link
 from specdec.lab.quiz import COUNT, TICK
@@ -65,8 +66,11 @@ SETTINGS = {
     "student": ("student", bool, lambda: False),
     "question": ("question", str, lambda: TICK),
     "hint": ("hint", str, lambda: "p"),
+    # The rule on trial's own rule, so that a link carries a student's expression (lab.rule_expression).
+    "accept": ("accept", str, lambda: ""),
+    "on_reject": ("on_reject", str, lambda: RESIDUAL),
 }  # fmt: skip
-CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES}
+CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES, "on_reject": REPLACEMENTS}
 RULE_TITLES = {  # what the sidebar calls each acceptance rule
     SPECULATIVE: "speculative sampling (exact)",
     TOP_CHOICE: "the top choice matches (lossy)",

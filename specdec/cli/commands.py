@@ -277,8 +277,9 @@ def _temperatures(args: argparse.Namespace) -> list[float]:
 
 
 def run_rules(args: argparse.Namespace) -> None:
-    """Each rule against the target alone, at each temperature: one JSON object (or table row) each."""
-    from specdec.lab.rules import rule_trial, trial_results
+    """Each rule against the target alone, at each temperature: one JSON object (or table row) each,
+    with its exact TV and acceptance at the trial's position (lab.exact)."""
+    from specdec.lab.exact import CustomRule, parse_position
 
     if args.sweep:
         run_sweep(args)
@@ -290,25 +291,57 @@ def run_rules(args: argparse.Namespace) -> None:
               for t in _temperatures(args)]  # fmt: skip
     if args.samples < 2 or not 1 <= args.tokens <= 4:
         raise SpecDecError("samples must be at least 2 and tokens 1 to 4")
+    custom = CustomRule.of(args.accept, args.on_reject) if args.accept is not None else None
+    if custom is not None and args.tokens > 1:
+        raise SpecDecError("your own rule is compared on the first token only: use --tokens 1")
+    position = parse_position(args.position)
     pair = load_pair(args)
     prompt_ids = pair.encode_prompt(args.prompt, args.chat, max(settings.gamma, args.tokens) + 1)
     if not args.json:
         describe_pair(pair)
-        print(f"{'rule':16} {'lossless':>8} {'T':>5} {'alpha':>6} {'tok/pass':>8} {'speed-up':>8} "
-              f"{'TV':>6} {'floor':>6} {'chi2 p':>8}")  # fmt: skip
     for trial_settings in trials:
-        with tqdm(total=args.samples, unit="sample", file=sys.stderr, disable=args.json or None,
-                  leave=False) as progress:  # fmt: skip
-            for trial in rule_trial(pair, prompt_ids, trial_settings, args.samples, args.tokens):
-                progress.update(trial.samples - progress.n)
-        for result in trial_results(trial):
-            row = result.to_json()
-            if args.json:
-                print(json.dumps(row), flush=True)
-            else:
-                print(f"{row['rule']:16} {'yes' if row['lossless'] else 'NO':>8} {row['temperature']:>5.2f} "
-                      f"{row['alpha']:>6.3f} {row['tokens_per_pass']:>8.2f} {row['speedup']:>7.2f}x "
-                      f"{row['tv']:>6.3f} {row['tv_noise_floor']:>6.3f} {row['chi2_p']:>8.2g}")  # fmt: skip
+        _rules_at(args, pair, prompt_ids, trial_settings, position, custom)
+
+
+def _rules_at(args, pair, prompt_ids: list[int], settings, position, custom) -> None:
+    """One trial at one temperature, at the position asked for."""
+    from specdec.lab.exact import choose_position, exact_laws, resolved, unseen, watched_rule
+    from specdec.lab.rules import rule_trial, trial_results
+
+    where = {"position": 0, "context": ""}
+    context = prompt_ids
+    if position != 0:
+        chosen, _ = choose_position(pair, prompt_ids, settings, position, custom)
+        context = list(chosen.context)
+        where = {"position": chosen.index, "context": pair.decode(context[len(prompt_ids):])}
+    with tqdm(total=args.samples, unit="sample", file=sys.stderr, disable=args.json or None,
+              leave=False) as progress:  # fmt: skip
+        for trial in rule_trial(pair, context, settings, args.samples, args.tokens, custom=custom):
+            progress.update(trial.samples - progress.n)
+    results = trial_results(trial)
+    if not args.json:
+        print(f"T = {settings.sampling.temperature:g}, position {where['position']} of a target sample "
+              f"(seed {settings.seed}); after the prompt: {where['context']!r}")  # fmt: skip
+        print(f"{'rule':16} {'lossless':>8} {'T':>5} {'alpha':>6} {'tok/pass':>8} {'speed-up':>8} "
+              f"{'TV':>6} {'floor':>6} {'chi2 p':>8} {'TV exact':>9} {'acc exact':>9}")  # fmt: skip
+    for result in results:
+        row = result.to_json() | where
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            exact = ("" if row["tv_exact"] is None
+                     else f" {row['tv_exact']:>9.4f} {row['acceptance_exact']:>9.3f}")  # fmt: skip
+            print(f"{row['rule']:16} {'yes' if row['lossless'] else 'NO':>8} {row['temperature']:>5.2f} "
+                  f"{row['alpha']:>6.3f} {row['tokens_per_pass']:>8.2f} {row['speedup']:>7.2f}x "
+                  f"{row['tv']:>6.3f} {row['tv_noise_floor']:>6.3f} {row['chi2_p']:>8.2g}" + exact)
+    watched = next((r for r in results if r.rule == watched_rule(custom)), None)
+    if watched is None or trial.first is None or watched.lossless or watched.tv_exact is None:
+        return
+    if not resolved(watched.tv_exact, watched.tv_noise_floor):
+        law = exact_laws(trial.first, custom)[watched.rule]
+        why = unseen(watched.rule, trial.first, law, watched.tv_noise_floor, watched.samples, pair.token_text)
+        hint = "" if position == "auto" else "; --position auto runs it where its exact TV is largest"
+        print(f"note: {watched.rule} cannot be seen here: {why}{hint}", file=sys.stderr)
 
 
 def run_sweep(args: argparse.Namespace) -> None:

@@ -85,6 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--per-set", type=int, default=6, help="with --sweep: prompts per set (default all 6)")
     rules.add_argument("--new-tokens", type=int, default=48,
                        help="with --sweep: tokens per prompt (default 48)")
+    rules.add_argument("--position", help="where the trial runs: N = the N-th token of a target sample of "
+                       "the prompt (seeded with --seed; default 0, the prompt's own next token), or auto = "
+                       "where the top-choice rule's exact TV (with --accept: your rule's) is largest, "
+                       "among the sample's first 48 tokens")
+    rules.add_argument("--accept", help="your own rule too: the probability of keeping a draft x as an "
+                       "expression in p and q (x's probabilities under the target and the draft), e.g. "
+                       "'min(1, p/q)', 'p > q', 'p/(p+q)'; also pmax and H (the target's top probability and "
+                       "entropy), min, max, sqrt, exp, log, abs; clamped to [0, 1]")
+    rules.add_argument("--on-reject", default="residual", help="with --accept: what replaces a rejected "
+                       "draft: residual (norm(max(0, p - q))), target (a draw from p), draft (a draw from "
+                       "q), target-other (a draw from p other than x), typical (p cut to its typical "
+                       "tokens); default residual")
 
     train = commands.add_parser("train-draft", help="distil a draft model from the bundled target")
     train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec.config import TOP_CHOICE, Settings
+from specdec.config import SPECULATIVE, TOP_CHOICE, Settings
 from specdec.core.acceptance import RULES, Rule, Verdict
 from specdec.core.drafters import Draft, worth_drafting
 from specdec.core.output_law import acceptance, output_law, replacement, tv_from
@@ -262,3 +262,99 @@ def sampled_rule(custom: CustomRule) -> Rule:
 
 def rule_named(name: str, custom: CustomRule | None = None) -> Rule:
     return sampled_rule(custom) if name == YOURS else RULES[name]
+
+
+MAX_POSITION = 255  # --position N: the N-th token of a target sample, 0 to this
+
+
+def parse_position(text: str | None) -> str | int:
+    """'auto' or N (0 .. MAX_POSITION) -> 'auto' or N; anything else: one line."""
+    from specdec.errors import SpecDecError
+
+    if text is None or text == "auto":
+        return text or 0
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= MAX_POSITION:
+        raise SpecDecError(f"position must be auto or a token number from 0 to {MAX_POSITION}, got {text!r}")
+    return number
+
+
+def watched_rule(custom: CustomRule | None) -> str:
+    """The rule `auto` looks for: the student's, else the top-choice rule (the lesson's sharpest claim)."""
+    return YOURS if custom is not None else TOP_CHOICE
+
+
+def choose_position(pair, prompt_ids: list[int], settings: Settings, position: str | int,
+                    custom: CustomRule | None = None, lock=None) -> tuple[Position, float]:  # fmt: skip
+    """The position a trial runs at: N (the N-th token of a target sample of the prompt, seeded with
+    settings.seed), or 'auto': of the first SCAN_TOKENS, where the watched rule's exact TV is largest.
+    -> (that position, the watched rule's exact TV there)."""
+    from specdec.errors import SpecDecError
+
+    count = SCAN_TOKENS if position == "auto" else int(position) + 1
+    found = list(positions(pair, prompt_ids, settings, count, lock))
+    if position != "auto" and len(found) < count:
+        raise SpecDecError(f"the target's sample of this prompt ends after {len(found) - 1} tokens: "
+                           f"use a position from 0 to {len(found) - 1}")  # fmt: skip
+    name = watched_rule(custom)
+    if position == "auto":
+        return best_position(found, name, custom)
+    chosen = found[-1]
+    return chosen, exact_laws(chosen, custom, () if name == YOURS else (name,))[name].tv
+
+
+# -- what the page shows: plain data ---------------------------------------------------------------
+
+
+def law_rows(position: Position, laws: dict[str, ExactLaw], token_text, top: int = 8) -> list[dict]:
+    """The tokens that matter here (largest by p or by any rule's law, at most `top`, p's order first),
+    each with its text, p and every rule's exact probability: a chart's rows."""
+    p = position.target_probs
+    weight = torch.stack([p, *(law.law for law in laws.values())]).amax(dim=0)
+    ids = weight.topk(min(top, int((weight > 1e-9).sum()))).indices.tolist()
+    ids.sort(key=lambda i: (-float(p[i]), -float(weight[i])))
+    return [{"id": i, "token": token_text(i), "p": float(p[i]),
+             **{name: float(law.law[i]) for name, law in laws.items()}} for i in ids]  # fmt: skip
+
+
+def is_lossy(name: str, custom: CustomRule | None) -> bool:
+    return not lossless_everywhere(custom) if name == YOURS else not RULES[name].lossless
+
+
+def trial_view(trial, token_text, rows: list[dict]) -> dict:
+    """From a trial and its result rows (RuleResult as dicts): the exact laws over the top tokens, and
+    for each lossy rule whose exact TV the samples cannot resolve, why, in this position's numbers."""
+    if trial.first is None:
+        return {"laws": [], "unseen": {}}
+    laws = {name: law for name, law in exact_laws(trial.first, trial.custom).items() if name in trial.rules}
+    hidden = {}
+    for row in rows:
+        name, floor = row["rule"], row["tv_noise_floor"]
+        if is_lossy(name, trial.custom) and not resolved(laws[name].tv, floor):
+            hidden[name] = unseen(name, trial.first, laws[name], floor, row["samples"], token_text)
+    return {"laws": law_rows(trial.first, laws, token_text), "unseen": hidden}
+
+
+def offer(pair, prompt_ids: list[int], settings: Settings, samples: int, custom: CustomRule | None = None,
+          lock=None) -> dict:  # fmt: skip
+    """Where along a target sample of the prompt the watched rule's exact TV is largest, and whether
+    `samples` samples can see it there (its TV at least RESOLVED expected noise floors)."""
+    chosen, tv = choose_position(pair, prompt_ids, settings, "auto", custom, lock)
+    floor = expected_noise_floor(chosen.target_probs, samples)
+    return {"rule": watched_rule(custom), "index": chosen.index, "tv": tv, "floor": floor,
+            "resolved": resolved(tv, floor), "context": list(chosen.context),
+            "text": pair.decode(list(chosen.context[len(prompt_ids):])), "scanned": SCAN_TOKENS}  # fmt: skip
+
+
+def judge_position(pair, context: list[int], settings: Settings, custom: CustomRule, lock=None) -> dict:
+    """A student's rule at the trial's position, exactly, with speculative sampling beside it: its TV
+    and acceptance, lossless or not (here and on hand-built pairs), and the chart's rows."""
+    at = next(positions(pair, context, settings, 1, lock))
+    laws = exact_laws(at, custom, (SPECULATIVE,))
+    mine = laws[YOURS]
+    return {"tv": mine.tv, "acceptance": mine.acceptance, "lossless": lossless_everywhere(custom, at),
+            "speculative_acceptance": laws[SPECULATIVE].acceptance, "drafts": at.drafts, "greedy": at.greedy,
+            "laws": law_rows(at, laws, pair.token_text)}  # fmt: skip

@@ -36,6 +36,7 @@ from specdec.lab.charts.rounds import (
 from specdec.lab.charts.rule_trial import (
     RULE_COLORS,
     band_headline,
+    exact_law_chart,
     rule_trial_chart,
     temperature_sweep_chart,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "RULE_COLORS",
     "band_headline",
     "rule_trial_chart",
+    "exact_law_chart",
     "temperature_sweep_chart",
     "batch_throughput_chart",
     "batch_cost_chart",

@@ -7,7 +7,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec.lab.charts.style import LANE_COLORS, PLAIN_COLOR, THEORY_COLOR, styled
+from specdec.lab.charts.style import INK, LANE_COLORS, PLAIN_COLOR, THEORY_COLOR, narrow, styled, token_names
 
 RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compare": "#1e88e5",
                "typical": "#ef6c00"}  # fmt: skip
@@ -73,3 +73,21 @@ def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="temperature (0 = greedy)")
     return styled(fig, "The exact rule at every temperature", height=440)  # the house legend: below
+
+
+def exact_law_chart(rows: list[dict], rules: list[tuple[str, str]], title: str | None = None) -> go.Figure:
+    """p against each rule's exact law over the tokens that matter (`rows`: token, p and one value per
+    rule name; `rules`: (name, title) in order): a lossless rule's bars stand level with p's, a lossy
+    one's show where the mass moved."""
+    labels = token_names(list(range(len(rows))), {i: row["token"] for i, row in enumerate(rows)})
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[row["p"] for row in rows], name="p: the target alone", marker_color=INK,
+                hovertemplate="p = %{y:.4f}<extra></extra>")  # fmt: skip
+    for name, rule_title in rules:
+        fig.add_bar(x=labels, y=[row[name] for row in rows], name=html.escape(rule_title),
+                    marker_color=RULE_COLORS.get(name, THEORY_COLOR),
+                    hovertemplate=f"{html.escape(rule_title)}: %{{y:.4f}}<extra></extra>")  # fmt: skip
+    fig.update_yaxes(title_text="probability of the first token", rangemode="tozero")
+    fig.update_layout(barmode="group")
+    fig = styled(fig, title or "What each rule emits here, exactly, against p", height=380)
+    return narrow(fig, len(rows))
