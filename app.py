@@ -28,6 +28,8 @@ import transformers  # noqa: E402, F401
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
 
 from app_pages import ui  # noqa: E402
+from specdec.errors import is_out_of_memory, out_of_memory_message  # noqa: E402
+from specdec.models.loading import free_device_memory  # noqa: E402
 
 st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
 
@@ -82,4 +84,10 @@ page = st.navigation(
         ),
     ]
 )
-page.run()
+try:
+    page.run()
+except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+    if not is_out_of_memory(error):
+        raise
+    free_device_memory()
+    st.error(out_of_memory_message(error), icon=":material/memory:")

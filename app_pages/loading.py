@@ -5,7 +5,6 @@ the prompt cannot be used.
 
 from __future__ import annotations
 
-import gc
 import html
 import os
 import threading
@@ -15,8 +14,9 @@ import streamlit as st
 
 from app_pages.sidebar import current_settings, server_limits, server_limits_problem
 from specdec.config import Settings
-from specdec.errors import SpecDecError, first_line
-from specdec.lab.serving import LoadFailures, allowed_models, check_allowed
+from specdec.errors import SpecDecError, first_line, is_out_of_memory, out_of_memory_message
+from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_allowed
+from specdec.lab.stepper import LiveRuns
 from specdec.models.pair import NGRAM, ModelPair
 
 
@@ -25,15 +25,21 @@ def waiting_message(ahead: int) -> str:
     return f"Waiting for the models: {ahead} request(s) ahead of this one…"
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
+@st.cache_resource(show_spinner=False)
+def pair_shelf() -> PairShelf:
+    """The server's models: one target, shared by every drafter and every session (read-only)."""
+    return PairShelf(lambda target: ModelPair.load(target, NGRAM))
+
+
 def _load_pair(target: str, drafter: str) -> ModelPair:
-    """Weights and tokenizers only, once per process, shared by every session (read-only)."""
-    pair = ModelPair.load(target, drafter)
-    # Streamlit collects garbage after every script run, and a full collection walks every object
-    # of the loaded models: ~300 ms with the GIL held, during which no reply reaches any browser.
-    # Frozen objects are left out of collections; the models live as long as the server anyway.
-    gc.freeze()
-    return pair
+    """Weights and tokenizers only, loaded once per process: a new drafter loads only the drafter."""
+    return pair_shelf().get(target, drafter)
+
+
+@st.cache_resource(show_spinner=False)
+def live_runs() -> LiveRuns:
+    """The server's cap on Round-by-round runs holding KV caches (SPECDEC_MAX_LIVE_RUNS)."""
+    return LiveRuns(server_limits().max_live_runs)
 
 
 @st.cache_resource(show_spinner=False)
@@ -115,7 +121,8 @@ def _load_or_explain(
     except SpecDecError as error:
         message = str(error)
     except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
-        message = f"could not load the models: {type(error).__name__}: {first_line(error)}"
+        message = (out_of_memory_message(error, "loading the models") if is_out_of_memory(error)
+                   else f"could not load the models: {type(error).__name__}: {first_line(error)}")
     failures.remember((target, drafter), message)
     return None, message
 

@@ -8,6 +8,7 @@ from app_pages import student, ui
 from app_pages.round_stages import STAGE_VIEWS, STAGES, draft_strip, mark_click
 from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
+from specdec.errors import SpecDecError
 from specdec.lab import charts, kvcache
 from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
@@ -64,7 +65,8 @@ settings, prompt_ids = ui.require_prompt(pair, state["prompt"])
 
 run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
 if state.get("_run_key") != run_key:
-    state["stepper"] = Stepper(pair, prompt_ids, settings, prefill_chunk=ui.server_limits().prefill_chunk)
+    state["stepper"] = Stepper(pair, prompt_ids, settings, prefill_chunk=ui.server_limits().prefill_chunk,
+                               live_runs=ui.live_runs())
     state["_figures"] = {}  # (round, chart, position) -> figure: built once, redrawn from here
     state["_run_key"] = run_key
     state["stage"], state["playing"], state["animating"] = 5, False, False
@@ -83,8 +85,12 @@ def _read_prompt() -> None:
     def waiting(ahead: int) -> None:
         progress.progress(0.0, text=ui.waiting_message(ahead))
 
-    for fraction in stepper.read_prompt(on_wait=waiting):
-        progress.progress(fraction, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
+    try:
+        for fraction in stepper.read_prompt(on_wait=waiting):
+            progress.progress(fraction, text=f"Reading the prompt ({len(stepper.prompt_ids):,} tokens)…")
+    except SpecDecError as error:  # out of memory, say
+        st.error(str(error), icon=":material/error:")
+        st.stop()
     progress.empty()
 
 
@@ -117,7 +123,12 @@ def _run_pending_step() -> None:
         note.info(ui.waiting_message(ahead), icon="⏳")
         shown = True
 
-    trace = stepper.step(on_wait=waiting)
+    try:
+        trace = stepper.step(on_wait=waiting)
+    except SpecDecError as error:  # out of memory, or a freed run that replayed otherwise
+        note.error(str(error), icon=":material/error:")
+        state["playing"] = False
+        return
     if trace is not None and student.on_new_round(trace):
         state["stage"], state["animating"], state["revealed"] = student.ask_stage(), False, ALL
     elif trace is not None:
@@ -164,7 +175,12 @@ def _tick() -> None:
     if not state["playing"] or student.active():  # student mode: each round waits for an answer
         state["animating"] = False
         return
-    if stepper.step() is None:
+    try:
+        trace = stepper.step()
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
+        trace = None
+    if trace is None:
         state["playing"] = False
         return
     state["stage"] = 1 if state["animate_stages"] else 5

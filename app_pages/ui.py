@@ -14,9 +14,11 @@ import streamlit as st
 
 from app_pages.loading import (  # noqa: F401 - re-exported for the pages
     _load_pair,
+    live_runs,
     load_pair,
     loading_now,
     model_status,
+    pair_shelf,
     require_pair,
     require_prompt,
     start_loading,

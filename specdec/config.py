@@ -224,8 +224,11 @@ class ServerLimits:
 
     max_prompt_chars: int = setting(12_000, "the longest prompt the app accepts, in characters")
     prefill_chunk: int = setting(128, "prompt tokens per prefill pass: another session waits at most one")
+    max_live_runs: int = setting(32, "Round-by-round runs whose KV caches are kept; past it, the run idle "
+                                     "longest frees its caches and replays its rounds if stepped again")
 
-    ENVIRONMENT = {"max_prompt_chars": "SPECDEC_MAX_PROMPT_CHARS", "prefill_chunk": "SPECDEC_PREFILL_CHUNK"}
+    ENVIRONMENT = {"max_prompt_chars": "SPECDEC_MAX_PROMPT_CHARS", "prefill_chunk": "SPECDEC_PREFILL_CHUNK",
+                   "max_live_runs": "SPECDEC_MAX_LIVE_RUNS"}
 
     @classmethod
     def from_environment(cls, environ: dict[str, str]) -> ServerLimits:
@@ -240,5 +243,6 @@ class ServerLimits:
         return cls(**values)
 
     def __post_init__(self) -> None:
-        if self.max_prompt_chars < 1 or self.prefill_chunk < 1:
-            raise SpecDecError("SPECDEC_MAX_PROMPT_CHARS and SPECDEC_PREFILL_CHUNK must be at least 1")
+        if self.max_prompt_chars < 1 or self.prefill_chunk < 1 or self.max_live_runs < 1:
+            raise SpecDecError("SPECDEC_MAX_PROMPT_CHARS, SPECDEC_PREFILL_CHUNK and SPECDEC_MAX_LIVE_RUNS "
+                               "must be at least 1")

@@ -306,3 +306,19 @@ def test_second_choices_show_beside_the_drafts_at_temperature_0(tiny_pair_dirs):
     # Above temperature 0 the toggle is off the table: rounds verify chains.
     at = make_app(tiny_pair_dirs, ROUNDS, temperature=1.0, siblings=True)
     assert at.toggle(key="w_siblings").disabled
+
+
+def test_out_of_memory_in_a_round_is_one_message_with_what_to_try(tiny_pair_dirs, monkeypatch):
+    import torch
+
+    from specdec.lab import stepper
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        yield  # a generator of rounds, as the real one
+
+    monkeypatch.setattr(stepper, "rounds", out_of_memory)
+    at = make_app(tiny_pair_dirs, ROUNDS)
+    at.button(key="b_step").click().run()
+    assert_clean(at)
+    assert any("out of memory on the GPU" in e and "smaller pair" in e for e in errors(at)), errors(at)

@@ -277,3 +277,18 @@ def test_bench_names_its_cpu_and_marks_the_default_row(capsys, tiny_pair_dirs, t
     code, out, _ = run_cli(capsys, *args)
     assert out.startswith("cpu: ") and "kernels held to ATEN_CPU_CAPABILITY=avx2" in out.splitlines()[0]
     assert any("n-gram, adaptive *" in line for line in out.splitlines())
+
+
+def test_out_of_memory_in_a_command_is_one_line_with_what_to_try(monkeypatch, capsys):
+    import torch
+
+    from specdec.cli import commands
+
+    def no_room(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(commands, "run_generate", no_room)
+    assert main(["generate", "--prompt", "hi"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: out of memory on the GPU") and "the CPU" in error
+    assert "Traceback" not in error

@@ -174,3 +174,12 @@ def test_cpu_models_attend_with_grouped_key_value_heads_and_the_same_logits(tiny
         cached.extend(list(range(3, 20)))
         logits[flag] = cached.extend([21, 22, 23, 24])  # four new tokens after a cache: a masked pass
     assert torch.equal(logits["0"], logits["1"])
+
+
+def test_out_of_memory_moving_a_model_is_one_clear_line(tiny_pair_dirs, monkeypatch):
+    def no_room(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(torch.nn.Module, "to", no_room)
+    with pytest.raises(SpecDecError, match="out of memory on the GPU while moving model .* a smaller pair"):
+        models.load_model(tiny_pair_dirs["target"])

@@ -182,3 +182,44 @@ def test_csv_carries_the_rules_own_test(pair, rule, column):
         assert row["rule"] == rule
         kept = trace.target_draws if column == "target_draws" else trace.thresholds
         assert len(row[column].split()) == len(kept) > 0  # one per drafted position
+
+
+def test_the_cap_on_live_runs_frees_the_idle_run_and_a_step_replays_its_rounds(pair):
+    """Past the server's cap the run stepped least recently drops its caches; when its student steps
+    again its rounds are replayed, so it goes on exactly as a run that was never freed."""
+    from specdec.lab.stepper import LiveRuns
+
+    live = LiveRuns(limit=1)
+    freed, other = make(pair, max_new_tokens=24, live_runs=live), make(pair, seed=1, live_runs=live)
+    never_freed = make(pair, max_new_tokens=24)
+    for _ in range(2):
+        freed.step(), never_freed.step()
+    assert freed.prompt_read
+    other.step()  # a second run: over the cap of one, the idle run lets its caches go
+    assert not freed.prompt_read and other.prompt_read and live.holding() == 1
+    run_to_end(freed)  # replays its two rounds, then goes on
+    run_to_end(never_freed)
+    assert [t.emitted_tokens for t in freed.traces] == [t.emitted_tokens for t in never_freed.traces]
+    assert not other.prompt_read  # now the idle one
+
+
+def test_out_of_memory_in_a_round_is_a_clear_error_and_the_run_can_go_on(pair, monkeypatch):
+    import torch
+
+    from specdec.errors import SpecDecError
+    from specdec.lab import stepper as stepper_module
+
+    stepper = make(pair)
+    first = stepper.step()
+    real_rounds = stepper_module.rounds
+
+    def failing_rounds(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        yield  # a generator, as the real one
+
+    stepper.drop_caches()
+    monkeypatch.setattr(stepper_module, "rounds", failing_rounds)
+    with pytest.raises(SpecDecError, match="out of memory on the GPU while running a round: try a smaller"):
+        stepper.step()
+    monkeypatch.setattr(stepper_module, "rounds", real_rounds)
+    assert stepper.step() is not None and stepper.traces[0] is first and len(stepper.traces) == 2

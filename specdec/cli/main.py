@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
-from specdec.errors import SpecDecError
+from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
 
 EXIT_BAD_INPUT = 2
@@ -186,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except SpecDecError as error:
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if not is_out_of_memory(error):
+            raise
+        print(f"error: {out_of_memory_message(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from specdec.config import ServerLimits, Settings
 from specdec.core.metrics import summarize
 from specdec.core.records import RoundTrace
+from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
 from specdec.lab.lock import MODEL_LOCK, ModelLock, held, locked_steps
 from specdec.lab.tokens import token_label
+from specdec.models.loading import free_device_memory
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
 
@@ -47,6 +52,33 @@ class OutputToken:
     detail: str  # a one-line explanation, for a hover
 
 
+class LiveRuns:
+    """The runs of one server whose KV caches are held, least recently stepped first: the cap on the
+    sessions' cache memory. Past `limit`, the run stepped least recently drops its caches (an idle
+    student's go first); if its student steps again, the caches are rebuilt by replaying its rounds.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[int, weakref.ref] = OrderedDict()  # id(run) -> run, oldest first
+
+    def touch(self, run: Stepper) -> None:
+        """`run` is about to use its caches: it becomes the most recent, and the oldest runs past the
+        limit drop theirs."""
+        with self._lock:
+            self._runs.pop(id(run), None)
+            self._runs[id(run)] = weakref.ref(run)
+            for key in list(self._runs)[: max(0, len(self._runs) - self.limit)]:
+                if (oldest := self._runs.pop(key)()) is not None:
+                    oldest.drop_caches()
+
+    def holding(self) -> int:
+        """How many runs may hold caches now (those not yet collected)."""
+        with self._lock:
+            return sum(ref() is not None for ref in self._runs.values())
+
+
 class Stepper:
     """Holds one run's round generator and the traces so far; step forward, back, reset.
 
@@ -61,12 +93,14 @@ class Stepper:
         settings: Settings,
         lock: ModelLock | threading.Lock = MODEL_LOCK,
         prefill_chunk: int = ServerLimits.prefill_chunk,
+        live_runs: LiveRuns | None = None,
     ):
         self.pair = pair
         self.prompt_ids = list(prompt_ids)
         self.settings = settings
         self.lock = lock
         self.prefill_chunk = prefill_chunk  # prompt tokens per locked pass (chunked prefill)
+        self.live_runs = live_runs  # the server's cap on runs holding caches (None: no cap)
         self._labels: dict[int, str] = {}
         self.reset()
 
@@ -76,6 +110,11 @@ class Stepper:
         self.traces: list[RoundTrace] = []
         self.shown = -1
         self.finished = False
+
+    def drop_caches(self) -> None:
+        """Free this run's KV caches (the round generator holds them), keeping its traces. The next
+        step reads the prompt again and replays the rounds it has: the same seed gives the same rounds."""
+        self._rounds = None
 
     @property
     def prompt_read(self) -> bool:
@@ -103,10 +142,22 @@ class Stepper:
             return self.current
         if self.finished:
             return None
-        for _ in self.read_prompt(on_wait):  # a no-op once the prompt has been read
-            pass
-        with held(self.lock, on_wait):
-            trace = next(self._rounds, None)
+        if self.live_runs is not None:
+            self.live_runs.touch(self)
+        try:
+            while True:
+                for _ in self.read_prompt(on_wait):  # a no-op once the prompt has been read
+                    pass
+                with held(self.lock, on_wait):
+                    if (generator := self._rounds) is not None:  # None: dropped by the cap meanwhile
+                        trace = next(generator, None)
+                        break
+        except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+            if not is_out_of_memory(error):
+                raise
+            self.drop_caches()
+            free_device_memory()
+            raise SpecDecError(out_of_memory_message(error, "running a round")) from error
         if trace is None:
             self.finished = True
             return None
@@ -127,7 +178,15 @@ class Stepper:
         models = RunModels.of(self.pair)
         for read, _ in locked_steps(models.prefill(self.prompt_ids, self.prefill_chunk), self.lock, on_wait):
             yield read
-        self._rounds = rounds(self.pair, self.prompt_ids, self.settings, models)
+        generator = rounds(self.pair, self.prompt_ids, self.settings, models)
+        # After drop_caches: replay the rounds already shown, to reach the caches they left.
+        replayed = locked_steps(itertools.islice(generator, len(self.traces)), self.lock, on_wait)
+        for (trace, _), shown in zip(replayed if self.traces else (), self.traces, strict=False):
+            if trace.emitted_tokens != shown.emitted_tokens:
+                self.reset()
+                raise SpecDecError("this run's caches were freed for other sessions, and replaying its "
+                                   "rounds gave other tokens on this device: press Reset to start again")
+        self._rounds = generator
 
     def back(self) -> None:
         self.shown = max(-1, self.shown - 1)

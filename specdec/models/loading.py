@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import importlib.util
 import json
@@ -28,7 +29,7 @@ from transformers.utils import logging as transformers_logging
 
 from specdec.config import Settings, ui_range
 from specdec.core.cached_model import ReducedHead
-from specdec.errors import SpecDecError, first_line
+from specdec.errors import SpecDecError, first_line, out_of_memory_message
 from specdec.kernels.choice import choose_layout, faster_precision, pass_costs
 from specdec.kernels.matmul import describe_layout, layout_of
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
@@ -84,6 +85,14 @@ def cpu_description() -> dict:
         "amx": any(flag.startswith("amx") for flag in flags),
         "kernels_held_to": {name: os.environ[name] for name in KERNEL_CAPS if name in os.environ},
     }
+
+
+def free_device_memory() -> None:
+    """After an out-of-memory error: collect what the failed work left, and give a GPU's cached blocks
+    back, so the next request starts from the memory the loaded models need."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def pick_device(fast: bool = False) -> tuple[torch.device, torch.dtype]:
@@ -355,7 +364,7 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
         tokenizer = AutoTokenizer.from_pretrained(path, **options)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True, **options)
     except torch.OutOfMemoryError as error:
-        raise SpecDecError(f"not enough memory to load model '{name}' on {device.type}") from error
+        raise SpecDecError(out_of_memory_message(error, f"loading model '{name}'")) from error
     except Exception as error:  # noqa: BLE001 - a model fails to load in many ways; one line each
         if name in (BUNDLED_TARGET, BUNDLED_DRAFT):
             if not rebuilt:  # a damaged cache folder (its sizes were right): rebuild it once
@@ -369,7 +378,12 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
         raise SpecDecError(f"could not load model '{name}': {first_line(error)}") from error
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
-    model = model.to(device).eval()
+    try:
+        model = model.to(device).eval()
+    except torch.OutOfMemoryError as error:
+        del model
+        free_device_memory()
+        raise SpecDecError(out_of_memory_message(error, f"moving model '{name}' to {device.type}")) from error
     if device.type == "cpu" and (dtype == torch.bfloat16 or draft) and "SPECDEC_DTYPE" not in os.environ:
         model = faster_precision(model, int8=draft)  # whichever of fp32, bf16, int8 drafts faster here
     else:
