@@ -64,6 +64,9 @@ else:
     cols[3].metric("specdec, speculative", f"{run.specdec_speculative:.1f} tok/s",
                    f"{run.specdec_speculative / run.specdec_target_only:.2f}× the target alone",
                    delta_color="off", delta_arrow="off")
+    why = stack.assisted_words(run)
+    if why:
+        st.markdown(why)
     if settings.sampling.greedy:
         verdict = "the same tokens as" if run.same_text else "different tokens from"
         st.caption(f"Greedy: transformers' assisted output has {verdict} the target decoding alone.")
@@ -81,7 +84,8 @@ st.caption(f"Needs a CUDA GPU (or vLLM's CPU build), vLLM, and the target and dr
 st.subheader("llama.cpp")
 if target_name == BUNDLED_TARGET:
     draft_gguf = f"./smollm2-draft/{stack.GGUF_NAME}"
-    commands = stack.DRAFT_GGUF_HINT + "\n" + stack.llamacpp_command(settings.gamma, draft_gguf)
+    commands = "\n".join([stack.TARGET_GGUF_HINT, stack.DRAFT_GGUF_HINT,
+                          stack.llamacpp_command(settings.gamma, draft_gguf)])  # fmt: skip
     st.code(commands, language="bash")
     st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files: the target's is the "
                "bundled Q4_1 file, the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "

@@ -4,6 +4,7 @@ the tokenizer check."""
 from test_app import assert_clean, errors, make_app
 
 from specdec.lab import stack
+from specdec.lab.timing import TimedRun
 from specdec.models.pair import ModelPair
 
 STACK = "app_pages/stack.py"
@@ -24,6 +25,9 @@ def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dir
     assert set(labels) == {"transformers, target alone", "transformers, assisted", "specdec, target alone",
                            "specdec, speculative"}  # fmt: skip
     assert all(value.endswith("tok/s") for value in labels.values())
+    run = at.session_state["stack_run"]  # transformers' assisted run, counted by forward hooks
+    assert run.assisted_target_passes > 0 and run.assisted_draft_passes >= run.assisted_target_passes
+    assert run.assisted_tokens / run.assisted_target_passes >= 1
     assert any("the same tokens as" in c.value for c in at.caption)  # greedy: transformers agrees
     code = "\n".join(c.value for c in at.code)
     assert "SpecDecoding metrics: Mean acceptance length:" in code and "accept len:" in code
@@ -62,3 +66,27 @@ def test_feature_head_has_no_transformers_counterpart(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, STACK, drafter=tiny_pair_dirs["head"])
     assert_clean(at)
     assert any("EAGLE" in w.value for w in at.warning)
+
+
+def _run(assisted: float, passes: int = 20) -> stack.StackRun:
+    return stack.StackRun(assistant="draft", transformers_target_only=20.0, transformers_assisted=assisted,
+                          specdec_target_only=20.0, specdec_speculative=25.0, same_text=True,
+                          speculative=TimedRun("specdec"), assisted_tokens=40, assisted_target_passes=passes,
+                          assisted_draft_passes=4 * passes)  # fmt: skip
+
+
+def test_a_slower_assisted_run_is_explained_with_its_numbers():
+    # 40 tokens in 20 target passes (2 per pass) at 15 tok/s against 20 alone: 0.75×, so each round
+    # cost 2 / 0.75 = 2.67 plain steps.
+    words = stack.assisted_words(_run(15.0))
+    assert "**2.00 tokens per target pass**" in words and "4.0 passes of the draft" in words
+    assert "**2.67 plain steps**" in words and "**0.75×**" in words
+    assert stack.assisted_words(_run(25.0)) is None  # faster: nothing to explain
+    assert stack.assisted_words(_run(15.0, passes=0)) is None  # nothing counted
+
+
+def test_the_llama_cpp_command_names_no_path_of_the_server():
+    command = stack.llamacpp_command(4, "./smollm2-draft/draft.gguf")
+    assert "-m ./SmolLM2-135M-Instruct.Q4_1.gguf" in command and "--draft-max 4" in command
+    assert not any(word.startswith("/") for word in command.split())
+    assert "bundled_gguf()" in stack.TARGET_GGUF_HINT  # how a student gets the file next to it

