@@ -84,11 +84,20 @@ def ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}×"
 
 
+def set_names(report: dict) -> str:
+    """"the six held-out sets", "the six later sets", "all twelve sets", or the sets' names."""
+    names = set(report["sets"])
+    held_out, later = set(HELD_OUT), {f"later-{name}" for name in HELD_OUT}
+    known = {frozenset(held_out): "the six held-out sets", frozenset(later): "the six later sets",
+             frozenset(held_out | later): "all twelve sets"}
+    return known.get(frozenset(names), ", ".join(report["sets"]))
+
+
 # --- one report --------------------------------------------------------------------------------------
 
 def header(name: str, report: dict) -> list[str]:
     source = provenance(report)
-    sets = ", ".join(report["sets"])
+    sets = set_names(report)
     commit = source.get("commit", "not recorded")
     lines = [f"## {sets} — {cpu_name(report)}, {source.get('date', 'date not recorded')}", "",
              f"- CPU: {cpu_name(report)}",
