@@ -34,7 +34,7 @@ if every draft survives, the target's pass gives one **bonus** token for free. T
 exactly the target's distribution, yet each target pass can emit several tokens.
 """
 )
-st.graphviz_chart(ROUND_PICTURE)
+st.graphviz_chart(ROUND_PICTURE, width="stretch" if ui.presenter() else "content")  # a projector: all of it
 # One link per line: five side by side were cut off ("Round by round: the drafts ar…") below 1920 px.
 for step, page, label in STEP_LINKS:
     st.page_link(page, label=f"{step} — {label}")

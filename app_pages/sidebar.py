@@ -217,10 +217,13 @@ def sidebar_controls() -> None:
 # speaker. Charts grow through ui.chart (specdec.lab.charts.style.for_projector).
 PRESENTER_CSS = """
 <style>
-[data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li {font-size: 1.3rem;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stMarkdown"], [data-testid="stPageLink"]) :is(p, li) {
+  font-size: 1.3rem;}
 [data-testid="stMainBlockContainer"] h1 {font-size: 2.8rem;}
 [data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] {display: none;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stWidgetLabel"], button) p {font-size: 1.15rem;}
 [data-testid="stMetricValue"] {font-size: 3.2rem;}
+[data-testid="stMetricValue"] p {font-size: inherit;}
 [data-testid="stMetricLabel"] p {font-size: 1.25rem;}
 [data-testid="stTable"] td, [data-testid="stTable"] th {font-size: 1.2rem;}
 .sd-line {font-size: 1.5rem !important;}
