@@ -10,6 +10,7 @@ from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
 from specdec.lab import charts, kvcache
+from specdec.lab.charts.style import spec_for_projector
 from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
 
@@ -319,7 +320,8 @@ def _timeline(hide_current: bool) -> None:
     if len(traces) < 2:
         return
     figure = charts.timeline_chart(traces, stepper.labels_for_all(), stepper.shown)
-    st.vega_lite_chart(figure.data, figure.spec, key="_timeline", on_select=_timeline_clicked,
+    spec = spec_for_projector(figure.spec) if ui.presenter() else figure.spec
+    st.vega_lite_chart(figure.data, spec, key="_timeline", on_select=_timeline_clicked,
                        selection_mode=charts.TIMELINE_PICK, width="stretch")  # fmt: skip
 
 

@@ -68,3 +68,15 @@ def test_for_projector_enlarges_every_text_and_leaves_the_original():
     assert big.layout.height > 300
     assert fig.layout.xaxis.tickfont.size == TEXT_SIZE  # the cached figure is not changed
     assert fig.layout.xaxis.tickfont.color == big.layout.xaxis.tickfont.color  # dark ink kept
+
+
+def test_the_round_timeline_grows_in_presenter_mode_too():
+    from specdec.lab.charts.rounds import _timeline_spec
+    from specdec.lab.charts.style import spec_for_projector
+
+    spec = _timeline_spec()
+    big = spec_for_projector(spec)
+    assert big["config"]["axis"]["labelFontSize"] == round(TEXT_SIZE * PRESENTER_SCALE)
+    assert big["config"]["legend"]["labelFontSize"] > TEXT_SIZE
+    assert "config" not in spec or spec["config"] is not big["config"]  # the shared spec is not changed
+    assert big["layer" if "layer" in spec else "mark"] == spec["layer" if "layer" in spec else "mark"]

@@ -87,6 +87,13 @@ def for_projector(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
     return big
 
 
+def spec_for_projector(spec: dict, scale: float = PRESENTER_SCALE) -> dict:
+    """A Vega-Lite spec (the round timeline) with its axis and legend text `scale` times larger."""
+    size = round(TEXT_SIZE * scale)
+    text = {"labelFontSize": size, "titleFontSize": size, "labelColor": INK, "titleColor": INK}
+    return {**spec, "config": {**spec.get("config", {}), "axis": text, "legend": text}}
+
+
 def outline(token_ids: list[int], highlight: int | None) -> dict:
     """A thick dark outline around the highlighted token's bars."""
     return {
