@@ -73,7 +73,8 @@ else:
     lookup = " (with n-gram lookup first, which transformers has no way to combine with a model)" \
         if pair.lookup_first else ""  # fmt: skip
     st.caption(f"transformers drafted with {run.assistant}; specdec with the sidebar's drafter{lookup}. Each "
-               "figure is one run on this server's CPU, timed one after another: expect noise.")  # fmt: skip
+               f"figure is one run on this server ({run.device}, both engines alike), timed one after "
+               "another: expect noise.")  # fmt: skip
 
 st.subheader("vLLM")
 st.code(stack.vllm_command(shown_target, shown_assistant, settings.gamma), language="bash")

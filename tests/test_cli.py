@@ -292,3 +292,24 @@ def test_out_of_memory_in_a_command_is_one_line_with_what_to_try(monkeypatch, ca
     error = capsys.readouterr().err
     assert error.startswith("error: out of memory on the GPU") and "the CPU" in error
     assert "Traceback" not in error
+
+
+def test_bench_names_the_gpu_in_its_header_and_json_when_one_ran(capsys, tiny_pair_dirs, tmp_path):
+    import torch
+
+    from specdec.cli.bench_report import format_bench_table
+
+    prompt_set, output = tmp_path / "mini.json", tmp_path / "report.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, _, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--no-hf", "--json",
+                         "--max-new-tokens", "4", "--drafter", "ngram", "--output", output,
+                         "--target-model", tiny_pair_dirs["target"])
+    report = json.loads(output.read_text())
+    assert code == 0 and ("gpu" in report) and (report["gpu"] is None) == (not torch.cuda.is_available())
+    cpu_only = dict(report, gpu=None)
+    assert "gpu:" not in format_bench_table(cpu_only)
+    with_gpu = dict(report, gpu={"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.1, "cuda": "12.8",
+                                 "torch": "2.13.0"})
+    header = format_bench_table(with_gpu).splitlines()
+    assert header[0].startswith("cpu: ")
+    assert header[1] == "gpu: NVIDIA H100 80GB HBM3 (79.1 GiB; CUDA 12.8, torch 2.13.0)"

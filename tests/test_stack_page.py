@@ -29,6 +29,8 @@ def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dir
     assert run.assisted_target_passes > 0 and run.assisted_draft_passes >= run.assisted_target_passes
     assert run.assisted_tokens / run.assisted_target_passes >= 1
     assert any("the same tokens as" in c.value for c in at.caption)  # greedy: transformers agrees
+    assert run.device == "cpu, float32"  # both engines on specdec's device and dtype, and the page says so
+    assert any("(cpu, float32, both engines alike)" in c.value for c in at.caption)
     code = "\n".join(c.value for c in at.code)
     assert "SpecDecoding metrics: Mean acceptance length:" in code and "accept len:" in code
     assert "generated)" in code
@@ -69,7 +71,8 @@ def test_feature_head_has_no_transformers_counterpart(tiny_pair_dirs):
 
 
 def _run(assisted: float, passes: int = 20) -> stack.StackRun:
-    return stack.StackRun(assistant="draft", transformers_target_only=20.0, transformers_assisted=assisted,
+    return stack.StackRun(assistant="draft", device="cpu, float32", transformers_target_only=20.0,
+                          transformers_assisted=assisted,
                           specdec_target_only=20.0, specdec_speculative=25.0, same_text=True,
                           speculative=TimedRun("specdec"), assisted_tokens=40, assisted_target_passes=passes,
                           assisted_draft_passes=4 * passes)  # fmt: skip

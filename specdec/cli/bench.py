@@ -22,7 +22,7 @@ from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
 from specdec.lab.stack import transformers_options
 from specdec.models.feature_head import is_head, shipped_head_exists
-from specdec.models.loading import cpu_description, shipped_draft_exists
+from specdec.models.loading import cpu_description, gpu_description, shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
 from specdec.models.runs import generate
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
@@ -257,6 +257,7 @@ def run_bench_sets(
         _run(method, pair, warmup_ids, replace(settings, max_new_tokens=8))
     report = {
         "cpu": cpu_description(),
+        "gpu": gpu_description(),  # None when the models ran on the CPU
         "target": pair.target.describe(),
         "target_pass_costs": [round(c, 3) for c in pair.target.pass_costs],  # how drafts were priced
         "drafters": {m.drafter_label: _describe_drafter(pair.with_drafter(m.drafter))

@@ -71,6 +71,9 @@ def format_bench_table(report: dict) -> str:
     lines = [f"cpu: {cpu['model']} ({cpu['cores']} cores; {', '.join(extensions)})"
              + (f"; kernels held to {held}" if held else ""),
              f"target: {report['target']}"]  # fmt: skip
+    if gpu := report.get("gpu"):
+        lines.insert(1, f"gpu: {gpu['name']} ({gpu['memory_gib']} GiB; CUDA {gpu['cuda']}, "
+                        f"torch {gpu['torch']})")
     lines += [f"drafter, {label}: {description}" for label, description in report["drafters"].items()]
     lines += [
         f"gamma={report['gamma']} draft_threshold={report['draft_threshold']} "

@@ -9,10 +9,11 @@ variable, so sessions measuring in other threads never mix their numbers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+
+from specdec.clock import now
 
 _totals: ContextVar[dict[str, float] | None] = ContextVar("stopwatch_totals", default=None)
 
@@ -23,11 +24,11 @@ def stage(name: str) -> Iterator[None]:
     if totals is None:
         yield
         return
-    start = time.perf_counter()
+    start = now()
     try:
         yield
     finally:
-        totals[name] = totals.get(name, 0.0) + time.perf_counter() - start
+        totals[name] = totals.get(name, 0.0) + now() - start
 
 
 @contextmanager

@@ -18,12 +18,12 @@ from __future__ import annotations
 import copy
 import itertools
 import os
-import time
 
 import torch
 from torch import nn
 from transformers import DynamicCache
 
+from specdec.clock import now
 from specdec.kernels.matmul import (
     INT8,
     ROWS,
@@ -44,6 +44,15 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
     model(input_ids=torch.zeros((1, length), dtype=torch.long, device=model.device), cache=cache,
           use_cache=True, logits_to_keep=1)  # fmt: skip
     return cache
+
+
+def warm_up(model: nn.Module, sizes: range = range(1, 10)) -> None:
+    """One pass of each size the app uses (1 to the largest γ + 1 tokens), for a model on a GPU at load:
+    the first timed measurement in a fresh server must not pay for CUDA's and cuBLAS's start-up, or
+    for the kernels chosen at a shape's first use."""
+    cache = _context(model)
+    for tokens in sizes:
+        _pass_seconds(model, tokens, repeats=1, cache=cache)
 
 
 def cache_sweeper() -> torch.Tensor:
@@ -67,9 +76,9 @@ def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
     for _ in range(repeats + warm_up):
         if sweeper is not None:
             sweeper.add_(1.0)
-        start = time.perf_counter()
+        start = now()
         model(input_ids=input_ids, cache=cache, use_cache=True)
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
         cache.crop(-tokens)
     return min(times[warm_up:])
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from itertools import pairwise
 
 import torch
 
+from specdec.clock import now
 from specdec.config import Settings
 from specdec.core.batch_cache import NONE, BatchCachedModel
 from specdec.core.metrics import summarize
@@ -122,10 +122,10 @@ def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Sett
         order = order[number % len(order):] + order[: number % len(order)]  # rotate who runs first
         for kind in order:
             if kind == "single":
-                begin = time.perf_counter()
+                begin = now()
                 tokens = sum(len(generate(pair, row, settings, detail=False).token_ids) for row in batch)
                 totals[kind][0] += tokens
-                totals[kind][1] += time.perf_counter() - begin
+                totals[kind][1] += now() - begin
                 continue
             result = batch_generate(pair, batch, settings, speculative=kind == "spec")
             totals[kind][0] += result.tokens
@@ -174,9 +174,9 @@ def pass_cost(pair: ModelPair, rows: int, tokens_per_row: int, repeats: int = 3)
     target.extend([list(range(100, 100 + COST_CONTEXT))] * rows, keep=NONE)
     times = []
     for _ in range(repeats + 1):
-        start = time.perf_counter()
+        start = now()
         target.extend([list(range(200, 200 + tokens_per_row))] * rows)
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
         target.rollback([COST_CONTEXT] * rows)
     return min(times[1:])
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
+
+from specdec.clock import now
 
 
 class ModelLock:
@@ -102,9 +103,9 @@ def locked_steps(iterator: Iterator, lock, on_wait: Callable[[int], None] | None
     the lock is released between items so other sessions interleave."""
     while True:
         with held(lock, on_wait):
-            start = time.perf_counter()
+            start = now()
             item = next(iterator, None)
-            seconds = time.perf_counter() - start
+            seconds = now() - start
         if item is None:
             return
         yield item, seconds

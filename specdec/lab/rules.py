@@ -17,7 +17,6 @@ expected acceptance is one number.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from statistics import median
 
 import torch
 
+from specdec.clock import now
 from specdec.config import RULE_NAMES, SPECULATIVE, Settings
 from specdec.core.acceptance import RULES
 from specdec.core.rounds import draft_thresholds, judge, target_only_steps
@@ -184,11 +184,11 @@ def _shared_round(models: RunModels, prompt_ids, settings: Settings, generator, 
     pass over them. -> (draft, p at the k + 1 positions, seconds)."""
     thresholds = draft_thresholds(settings, models.target.pass_costs)
     with lock:
-        start = time.perf_counter()
+        start = now()
         draft = models.drafter.propose(prompt_ids, settings.gamma, settings.sampling, generator, thresholds)
         logits = models.target.extend([prompt_ids[-1], *draft.tokens.tolist()])  # (k + 1, vocab)
         target_probs = warp_probs(logits, settings.sampling)
-        return draft, target_probs, time.perf_counter() - start
+        return draft, target_probs, now() - start
 
 
 def _go_on(models: RunModels, pair, tokens: list[int], settings: Settings, needed: int, tally: RuleTally,

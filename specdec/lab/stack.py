@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel
 
+from specdec.clock import now
 from specdec.config import Settings
 from specdec.errors import SpecDecError, first_line
 from specdec.lab.lock import MODEL_LOCK, held
@@ -77,13 +77,15 @@ def transformers_options(settings: Settings, pad_token_id: int, assistant: PreTr
 
 
 @functools.lru_cache(maxsize=1)
-def plain_models(target_path: str, assistant_path: str) -> tuple[PreTrainedModel, PreTrainedModel | None]:
-    """The target and its assistant loaded by plain transformers, as the shown code loads them (fp32),
-    once per process: no specdec matrix layout, no reduced head."""
-    target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).eval()
-    if assistant_path == PROMPT_LOOKUP:
-        return target, None
-    return target, AutoModelForCausalLM.from_pretrained(assistant_path, dtype=torch.float32).eval()
+def plain_models(target_path: str, assistant_path: str, device: str, dtype: str
+                 ) -> tuple[PreTrainedModel, PreTrainedModel | None]:
+    """The target and its assistant loaded by plain transformers, as the shown code loads them, on the
+    device and in the dtype specdec's target runs in (a fair race), once per process: no specdec matrix
+    layout, no reduced head."""
+    def load(path: str) -> PreTrainedModel:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+
+    return load(target_path), None if assistant_path == PROMPT_LOOKUP else load(assistant_path)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class StackRun:
     """One prompt through plain transformers (with and without its assistant) and through specdec."""
 
     assistant: str
+    device: str  # where both engines ran, and the dtype: "cpu, float32", "cuda, float32"
     transformers_target_only: float  # tokens/s
     transformers_assisted: float
     specdec_target_only: float
@@ -124,10 +127,10 @@ def counted_passes(*models: PreTrainedModel | None) -> Iterator[list[int]]:
 def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int,
                     options: dict) -> tuple[list[int], float]:
     torch.manual_seed(seed)  # transformers samples from the global generator
-    start = time.perf_counter()
+    start = now()
     with torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
-    return output[0, input_ids.shape[1]:].tolist(), time.perf_counter() - start
+    return output[0, input_ids.shape[1]:].tolist(), now() - start
 
 
 def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings,
@@ -136,11 +139,12 @@ def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settin
     each also without speculation, all on the same prompt and settings (a short warm-up first)."""
     assistant = assistant_for(pair)
     try:
-        target, draft = plain_models(resolve_model_path(pair.target.name), assistant)
+        target, draft = plain_models(resolve_model_path(pair.target.name), assistant,
+                                     str(pair.target.device), pair.target.precision)
     except (OSError, ValueError) as error:
         raise SpecDecError(f"transformers could not load the pair: {first_line(error)}") from error
     pad = pair.target.tokenizer.eos_token_id
-    input_ids = torch.tensor([prompt_ids])
+    input_ids = torch.tensor([prompt_ids], device=pair.target.device)
     alone = transformers_options(settings, pad, drafting=False)
     with_assistant = transformers_options(settings, pad, draft)
     with held(lock):
@@ -156,6 +160,7 @@ def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settin
     specdec_spec = timed_run(pair, prompt_ids, settings, True, lock)
     return StackRun(
         assistant=assistant if assistant == PROMPT_LOOKUP else Path(assistant).name,
+        device=f"{pair.target.device.type}, {pair.target.precision}",
         transformers_target_only=len(plain_tokens) / plain_seconds,
         transformers_assisted=len(assisted_tokens) / assisted_seconds,
         specdec_target_only=specdec_plain.tokens_per_second,

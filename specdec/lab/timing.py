@@ -9,13 +9,13 @@ another session is never counted as compute.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from statistics import median
 
 import torch
 
+from specdec.clock import now
 from specdec.config import Settings
 from specdec.core import stopwatch
 from specdec.core.cached_model import CachedModel
@@ -262,9 +262,9 @@ def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: 
         times = []
         for _ in range(repeats):
             with lock:
-                start = time.perf_counter()
+                start = now()
                 target.extend(filler[:n])  # returns logits on the CPU: the device has finished
-                times.append(time.perf_counter() - start)
+                times.append(now() - start)
                 target.rollback(len(prompt_ids))
         yield {"tokens": n, "seconds": median(times), "min_seconds": min(times), "max_seconds": max(times)}
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from specdec.clock import now
 from specdec.config import Settings
 from specdec.core.batch_cache import BatchCachedModel
 from specdec.core.batch_drafters import BatchDrafter
@@ -86,7 +86,7 @@ def batch_generate(pair: ModelPair, prompts: list[list[int]], settings: Settings
                    seeds: list[int] | None = None, on_tokens: Callable[[int], None] | None = None,
                    detail: bool = False) -> BatchResult:
     """Run a batch to the end. `on_tokens(n)` hears how many tokens each pass produced, all rows."""
-    start = time.perf_counter()
+    start = now()
     token_ids = [[] for _ in prompts]
     traces = [[] for _ in prompts]
     passes, rows, fed, drafting = [], [], [], 0.0
@@ -110,4 +110,4 @@ def batch_generate(pair: ModelPair, prompts: list[list[int]], settings: Settings
             fed.append(len(step.rows))
             if on_tokens:
                 on_tokens(len(step.tokens))
-    return BatchResult(token_ids, traces, passes, rows, fed, drafting, time.perf_counter() - start)
+    return BatchResult(token_ids, traces, passes, rows, fed, drafting, now() - start)

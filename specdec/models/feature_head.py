@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache, LlamaConfig
 
+from specdec.clock import now
 from specdec.core.cached_model import ReducedHead, linear_kind
 from specdec.core.feature_head import FeatureHead
 from specdec.errors import SpecDecError, first_line
@@ -151,9 +151,9 @@ def _drafting_step_seconds(head: FeatureHead, reduced: ReducedHead, vocab_size: 
     """A drafting step in the head's layout, after touching `sweeper` (kernels.choice.cache_sweeper): one
     position through the head (left out of `cache` again), then its logits over the reduced head."""
     sweeper.add_(1.0)
-    start = time.perf_counter()
+    start = now()
     reduced.logits(embedded_step(head.decoder, cache, head.fuse(vector, vector)[None]), vocab_size,
                    linear_kind(head))
-    seconds = time.perf_counter() - start
+    seconds = now() - start
     cache.crop(-1)
     return seconds

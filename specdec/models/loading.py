@@ -30,7 +30,7 @@ from transformers.utils import logging as transformers_logging
 from specdec.config import Settings, ui_range
 from specdec.core.cached_model import ReducedHead
 from specdec.errors import SpecDecError, first_line, out_of_memory_message
-from specdec.kernels.choice import choose_layout, faster_precision, pass_costs
+from specdec.kernels.choice import choose_layout, faster_precision, pass_costs, warm_up
 from specdec.kernels.matmul import describe_layout, layout_of
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
 
@@ -85,6 +85,15 @@ def cpu_description() -> dict:
         "amx": any(flag.startswith("amx") for flag in flags),
         "kernels_held_to": {name: os.environ[name] for name in KERNEL_CAPS if name in os.environ},
     }
+
+
+def gpu_description() -> dict | None:
+    """The GPU figures came from (None on a CPU): its name, memory, and the CUDA and torch versions."""
+    if not torch.cuda.is_available():
+        return None
+    properties = torch.cuda.get_device_properties(0)
+    return {"name": properties.name, "memory_gib": round(properties.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda, "torch": torch.__version__}
 
 
 def free_device_memory() -> None:
@@ -384,6 +393,8 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
         del model
         free_device_memory()
         raise SpecDecError(out_of_memory_message(error, f"moving model '{name}' to {device.type}")) from error
+    if device.type == "cuda":
+        warm_up(model)  # CUDA's start-up paid here, at load, not by the first measurement
     if device.type == "cpu" and (dtype == torch.bfloat16 or draft) and "SPECDEC_DTYPE" not in os.environ:
         model = faster_precision(model, int8=draft)  # whichever of fp32, bf16, int8 drafts faster here
     else:

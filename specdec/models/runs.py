@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from specdec.clock import now
 from specdec.config import Settings
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Drafter
@@ -96,7 +96,7 @@ def generate(
 ) -> GenerationResult:
     """Run to the end. `on_tokens(n)` is told how many tokens each pass produced (progress bars);
     `detail` = False keeps lean traces (no top-token tables: see speculative_rounds)."""
-    start = time.perf_counter()
+    start = now()
     if speculative:
         traces = []
         for trace in rounds(pair, prompt_ids, settings, detail=detail):
@@ -104,7 +104,7 @@ def generate(
             if on_tokens:
                 on_tokens(len(trace.emitted_tokens))
         token_ids = [t for trace in traces for t in trace.emitted_tokens]
-        wall = time.perf_counter() - start
+        wall = now() - start
         metrics = summarize(traces, wall).to_dict()
     else:
         traces, token_ids, step_seconds = [], [], 0.0
@@ -113,7 +113,7 @@ def generate(
             step_seconds += step.seconds
             if on_tokens:
                 on_tokens(1)
-        wall = time.perf_counter() - start
+        wall = now() - start
         metrics = {
             "tokens_emitted": len(token_ids),
             "tokens_per_pass": 1.0,

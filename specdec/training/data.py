@@ -304,7 +304,9 @@ def label_answers(target: LoadedModel, prompts: list[str], answers: list[str], m
         sequences.append(prompt_ids + answer_ids)
         starts.append(len(prompt_ids))
     input_ids, mask = right_padded([torch.tensor(sequence) for sequence in sequences])
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state
+    # The target's device for the pass; the labels come back to the CPU, where shards are stored.
+    hidden = model.get_decoder()(input_ids=input_ids.to(model.device),
+                                 attention_mask=mask.to(model.device)).last_hidden_state
     head = model.get_output_embeddings().weight[: target.vocab_size]
     examples = []
     for row, (sequence, start) in enumerate(zip(sequences, starts, strict=True)):
@@ -318,9 +320,9 @@ def top_labels(hidden: torch.Tensor, output_head: torch.Tensor, top_k: int
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's last hidden states (after its final norm) -> its top-k next tokens at each position
     and their probabilities (fp16): the draft's distillation label."""
-    logits = hidden.to(output_head.dtype) @ output_head.T
+    logits = hidden.to(output_head.device, output_head.dtype) @ output_head.T
     top_probs, top_ids = torch.softmax(logits.float(), -1).topk(top_k, dim=-1)
-    return top_ids, top_probs.half()
+    return top_ids.cpu(), top_probs.half().cpu()  # labels are stored on the CPU, whatever labelled them
 
 
 def make_stdlib_shards(target: LoadedModel, folder: Path, count: int, batch_size: int, max_tokens: int,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 
+from specdec.clock import now
 from specdec.core.cached_model import CachedModel
 from specdec.models.pair import ModelPair
 from specdec.paths import HELD_OUT_PROMPT_SETS
@@ -23,9 +23,9 @@ def one_token_step_costs(pair: ModelPair, context_ids: list[int], repeats: int =
     seconds = dict.fromkeys(cached, 0.0)
     for _ in range(repeats):
         for name, model in cached.items():  # alternate, so machine noise hits both alike
-            start = time.perf_counter()
+            start = now()
             model.extend(context_ids[-1:])
-            seconds[name] += time.perf_counter() - start
+            seconds[name] += now() - start
             model.rollback(len(context_ids) - 1)
     per_token = {name: s / repeats for name, s in seconds.items()}
     return {

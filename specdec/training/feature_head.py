@@ -105,12 +105,16 @@ def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Bat
     for row, e in enumerate(examples):
         # Position i predicts f_{i+1}, which gives p for x_{i+2}: count those that predict answer tokens.
         loss_mask[row, max(e.answer_start - 2, 0) : len(e.token_ids) - 1] = True
+    device = embed.weight.device  # examples are stored on the CPU; a step runs where the target does
     with torch.no_grad():
-        embeddings = embed(ids[:, 1:])
+        embeddings = embed(ids[:, 1:].to(device))
     layer_features = None
     if examples[0].layer_features is not None:
-        layer_features = pad_sequence([e.layer_features.float() for e in examples], batch_first=True)[:, :-1]
-    return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:], loss_mask, layer_features)
+        layer_features = pad_sequence([e.layer_features.float() for e in examples],
+                                      batch_first=True)[:, :-1].to(device)  # fmt: skip
+    features = features.to(device)
+    return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:].to(device), loss_mask.to(device),
+                 layer_features)
 
 
 def unrolled_predictions(head: FeatureHead, batch: Batch, unroll: int) -> list[torch.Tensor]:
@@ -187,8 +191,8 @@ def evaluate_head(head: FeatureHead, examples: list[FeatureExample], embed, outp
                 overlap += torch.minimum(p, q).sum().item()
             agree = p.argmax(-1) == q.argmax(-1)
             # Draft j at position i counts if drafts 1..j-1, made at positions i-j+1..i-1, matched too.
-            chain = agree if chain is None else agree & torch.cat([torch.zeros(1, dtype=torch.bool),
-                                                                   chain[:-1]])
+            chain = agree if chain is None else agree & torch.cat(
+                [torch.zeros(1, dtype=torch.bool, device=chain.device), chain[:-1]])
             chained[step] += chain.sum().item()
         count += len(wanted)
     figures = {"sum_min_pq": overlap / count}
@@ -344,13 +348,14 @@ def train_head(teacher: LoadedModel, target: LoadedModel, head_token_ids: list[i
         config = replace(config, layers=head.config.num_hidden_layers)  # as the card should say
     else:
         head = build_head(target.model, config.layers, draft_layers)
+    head = head.to(target.device)  # trained where the target runs, as its features are
     head.train()
     trained = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.0)
     checkpoint_path = work_folder / "checkpoint.pt"
     state = {"step": 0, "seconds": 0.0, "history": []}
     if checkpoint_path.exists():
-        checkpoint = torch.load(checkpoint_path, weights_only=False)
+        checkpoint = torch.load(checkpoint_path, weights_only=False, map_location=target.device)
         try:
             head.load_state_dict(checkpoint["head"])
             optimizer.load_state_dict(checkpoint["optimizer"])

@@ -46,7 +46,7 @@ def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
     for layer, source in zip(draft.model.layers, sources, strict=True):
         layer.load_state_dict(target.model.layers[source].state_dict())
     draft.model.norm.load_state_dict(target.model.norm.state_dict())
-    return draft
+    return draft.to(target.device)  # trained where the target runs
 
 
 def grown(layers: dict[str, torch.Tensor], depth: int) -> tuple[dict[str, torch.Tensor], list[int]]:
@@ -88,17 +88,20 @@ def distillation_loss(
     CPU step ~10x cheaper; evaluation always uses the full softmax, so the figures are honest.
     `argmax_weight` moves that share of each label onto the target's top token (the top-k's first).
     """
+    device = draft.lm_head.weight.device  # examples are stored on the CPU; the step runs on the draft's
     input_ids, mask = right_padded([e.token_ids for e in examples])
-    hidden = draft.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, width, d)
+    hidden = draft.model(input_ids=input_ids.to(device),
+                         attention_mask=mask.to(device)).last_hidden_state  # (B, width, d)
     # The head only runs where there is a label: the positions that predict answer tokens.
-    rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)])
-    cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples])
+    rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)]).to(device)
+    cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples]).to(device)
     top_ids = torch.cat([e.top_ids for e in examples])  # (N, k)
-    top_probs = torch.cat([e.top_probs.float() for e in examples])
+    top_probs = torch.cat([e.top_probs.float() for e in examples]).to(device)
     top_probs = top_probs / top_probs.sum(-1, keepdim=True) * (1 - argmax_weight)
     top_probs[:, 0] += argmax_weight
     head = draft.lm_head.weight  # (vocab, d)
     candidates, label_columns = sampled_candidates(top_ids, head.shape[0], negatives, generator)
+    candidates, label_columns = candidates.to(device), label_columns.to(device)
     log_q = torch.log_softmax((hidden[rows, cols] @ head[candidates].T).float(), dim=-1)  # (N, C)
     return -(top_probs * log_q.gather(1, label_columns)).sum(-1).mean()
 
@@ -126,10 +129,10 @@ def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalS
     sequences, starts, probs = [], [], []
     for prompt in prompts:
         sequence, start = greedy_answer(target, prompt, tokens)
-        logits = target.model(sequence[None]).logits[0, start - 1 : -1, : target.vocab_size]
+        logits = target.model(sequence[None].to(target.device)).logits[0, start - 1 : -1, : target.vocab_size]
         sequences.append(sequence)
         starts.append(start)
-        probs.append(torch.softmax(logits.float(), -1).half())
+        probs.append(torch.softmax(logits.float(), -1).half().cpu())  # stored with the eval set
     return EvalSet(sequences, starts, probs)
 
 
@@ -151,18 +154,19 @@ def evaluate(
 
     With `head_token_ids`, q is what a reduced head gives: zero outside those tokens.
     """
+    device = draft.lm_head.weight.device
     outside_head = None
     if head_token_ids is not None:
-        outside_head = torch.ones(vocab_size, dtype=torch.bool)
+        outside_head = torch.ones(vocab_size, dtype=torch.bool, device=device)
         outside_head[head_token_ids] = False
     overlap, agree, count = 0.0, 0, 0
     for sequence, start, target_probs in zip(eval_set.sequences, eval_set.answer_starts,
                                              eval_set.target_probs, strict=True):
-        logits = draft(sequence[None]).logits[0, start - 1 : -1, :vocab_size]
+        logits = draft(sequence[None].to(device)).logits[0, start - 1 : -1, :vocab_size]
         if outside_head is not None:
             logits = logits.masked_fill(outside_head, float("-inf"))
         draft_probs = torch.softmax(logits.float(), -1)
-        p = target_probs.float()
+        p = target_probs.to(device).float()
         overlap += torch.minimum(p, draft_probs).sum(-1).sum().item()
         agree += (p.argmax(-1) == draft_probs.argmax(-1)).sum().item()
         count += len(p)
@@ -303,7 +307,7 @@ def train_draft(
     checkpoint_path = work_folder / "checkpoint.pt"
     state = {"step": 0, "seconds": 0.0, "history": []}
     if checkpoint_path.exists():
-        checkpoint = torch.load(checkpoint_path, weights_only=False)
+        checkpoint = torch.load(checkpoint_path, weights_only=False, map_location=target.device)
         draft.load_state_dict(checkpoint["draft"], strict=False)
         optimizer.load_state_dict(checkpoint["optimizer"])
         state = checkpoint["state"]
