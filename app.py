@@ -35,15 +35,8 @@ st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
 
 ui.init_state()
 ui.sidebar_controls()
-# A cold server draws its menu at once: the models load in a background thread (once per process),
-# and a page that needs them says so while it waits (ui.require_pair).
-ui.start_loading()
-pair, load_error = (None, None) if ui.loading_now() else ui.load_pair()
-ui.model_status(pair, load_error)
-ui.link_notices()
-st.session_state["_pair_error"] = load_error  # pages read the pair through ui.load_pair (cached)
-ui.write_url()
-
+# A cold server draws its menu at once: the menu first, then the models load in a background thread
+# (once per process), and a page that needs them says so while it waits (ui.require_pair).
 page = st.navigation(
     [
         st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -84,6 +77,12 @@ page = st.navigation(
         ),
     ]
 )
+ui.start_loading()
+pair, load_error = (None, None) if ui.loading_now() else ui.load_pair()
+ui.model_status(pair, load_error)
+ui.link_notices()
+st.session_state["_pair_error"] = load_error  # pages read the pair through ui.load_pair (cached)
+ui.write_url()
 try:
     page.run()
 except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
