@@ -6,8 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import ui
-from specdec.config import TOP_CHOICE
-from specdec.core.acceptance import RULES
+from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
 from specdec.errors import SpecDecError
 from specdec.lab import charts, exact, rules
 from specdec.lab.rule_expression import MAX_CHARS, PRESETS
@@ -19,10 +18,13 @@ ON_REJECT = {  # what the page calls each replacement (core.output_law.REPLACEME
     "target-other": "a draw from p other than x",
     "typical": "p cut to its typical tokens (Medusa)",
 }
-# One click each: the four built-in rules, and the rules students ask about.
-STUDENT_PRESETS = {**{RULES[name].title: preset for name, preset in PRESETS.items()},
-                   "p > q": ("p > q", "residual"), "p/(p+q)": ("p/(p+q)", "residual"),
-                   "sqrt(p/q)": ("sqrt(p/q)", "residual")}  # fmt: skip
+# One click each: the four built-in rules, then the rules students ask about.
+BUILT_IN_PRESETS = {"speculative sampling": PRESETS[SPECULATIVE],
+                    "the top choice matches": PRESETS[TOP_CHOICE],
+                    "sample and compare": PRESETS[SAMPLE_COMPARE],
+                    "typical (Medusa)": PRESETS[TYPICAL]}  # fmt: skip
+ASKED_PRESETS = {"p > q": ("p > q", "residual"), "p/(p+q)": ("p/(p+q)", "residual"),
+                 "sqrt(p/q)": ("sqrt(p/q)", "residual")}  # fmt: skip
 
 
 # -- where the trial runs ---------------------------------------------------------------------------
@@ -114,6 +116,11 @@ def _offer(pair, trial, prompt_ids: list[int], position: int) -> None:
 # -- a student's own rule ----------------------------------------------------------------------------------
 
 
+def plain(text: str) -> str:
+    """Text shown as typed: a student's `__import__` must not turn bold (Markdown's marks escaped)."""
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|~$" else c for c in text)
+
+
 def _preset(text: str, on_reject: str) -> None:
     st.session_state["accept"], st.session_state["on_reject"] = text, on_reject
 
@@ -128,10 +135,15 @@ def own_rule_section(pair, context: list[int], settings, samples: int) -> None:
         "sqrt, exp, log, abs, and **pmax** and **H** (the target's top probability and entropy here); "
         f"the value is clamped to [0, 1], at most {MAX_CHARS} characters."
     )
-    cols = st.columns(len(STUDENT_PRESETS))
-    for number, (label, (text, on_reject)) in enumerate(STUDENT_PRESETS.items()):
-        cols[number].button(label, key=f"b_rt_preset_{number}", on_click=_preset, args=(text, on_reject),
-                            width="stretch")  # fmt: skip
+    number = 0
+    rows = (("The four rules:", BUILT_IN_PRESETS), ("Rules students ask about:", ASKED_PRESETS))
+    for heading, presets in rows:
+        cols = st.columns([1.3, *[2] * 4], vertical_alignment="center")
+        cols[0].markdown(heading)
+        for col, (label, (text, on_reject)) in zip(cols[1:], presets.items(), strict=False):
+            col.button(label, key=f"b_rt_preset_{number}", on_click=_preset, args=(text, on_reject),
+                       width="stretch")  # fmt: skip
+            number += 1
     cols = st.columns([3, 2])
     with cols[0]:
         ui.mirrored(st.text_input, "Keep x with probability", "accept", placeholder="e.g. min(1, p/q)",
@@ -147,7 +159,7 @@ def own_rule_section(pair, context: list[int], settings, samples: int) -> None:
         custom = exact.CustomRule.of(text, st.session_state["on_reject"])
         judged = exact.judge_position(pair, context, settings, custom)
     except SpecDecError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(plain(str(error)), icon=":material/error:")
         return
     _show_judgement(judged, custom)
     _sample_own(pair, context, settings, samples, custom)
@@ -166,11 +178,11 @@ def _show_judgement(judged: dict, custom) -> None:
     elif not judged["drafts"]:
         st.info("The drafter proposes nothing at this position, so no rule has a draft to judge here.")
     if judged["lossless"]:
-        st.success(f"Lossless: `{custom.text}` with {ON_REJECT[custom.on_reject]} emits exactly p here "
+        st.success(f"Lossless: {plain(custom.text)} with {ON_REJECT[custom.on_reject]} emits exactly p here "
                    "(TV at float precision), and on five hand-built pairs of distributions too.",
                    icon=":material/verified:")  # fmt: skip
     else:
-        st.error(f"Lossy: `{custom.text}` with {ON_REJECT[custom.on_reject]} does not emit the target's "
+        st.error(f"Lossy: {plain(custom.text)} with {ON_REJECT[custom.on_reject]} does not emit the target's "
                  f"distribution{' here' if judged['tv'] > exact.LOSSLESS_TV else ' on every pair'}: exact "
                  f"TV {judged['tv']:.4f} from p at this position.", icon=":material/gavel:")  # fmt: skip
     titles = [("yours", f"yours: {custom.text}"), ("speculative", "speculative sampling")]

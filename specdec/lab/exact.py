@@ -157,6 +157,13 @@ def samples_to_see(tv: float, floor: float, samples: int) -> int | None:
     return math.ceil(samples * (RESOLVED * floor / tv) ** 2)
 
 
+def _small(value: float) -> str:
+    """0.234, or 2.1e-05 where three decimals would say 0.000; 0 for float rounding."""
+    if value < LOSSLESS_TV:
+        return "0"  # float rounding
+    return f"{value:.3f}" if value >= 1e-3 else f"{value:.1e}"
+
+
 def unseen(name: str, position: Position, law: ExactLaw, floor: float, samples: int, token_text) -> str:
     """Why a lossy rule's exact TV here is too small for `samples` samples to show, in this position's
     numbers (`token_text`: token id -> text)."""
@@ -167,20 +174,19 @@ def unseen(name: str, position: Position, law: ExactLaw, floor: float, samples: 
         return "the drafter proposes nothing at this position, so no rule has a draft to judge"
     q, top = position.draft_probs, int(p.argmax())
     needed = samples_to_see(law.tv, floor, samples)
-    scale = (f"its exact TV here is {law.tv:.4f}, under {RESOLVED:g}× the noise floor of {floor:.3f}"
+    scale = (f"its exact TV here is {_small(law.tv)}, under {RESOLVED:g}× the noise floor of {floor:.3f}"
              + (f": it would take about {needed:,} samples to see" if needed else ""))  # fmt: skip
     if name == TOP_CHOICE:
         shown, q_top, p_top = repr(token_text(top)), float(q[top]), float(p[top])
         if q_top <= 1 - p_top:  # the smaller factor of q·(1 − p) is the reason
             often = "almost never" if q_top < 0.05 else "seldom"
-            why = (f"the draft gives the target's top token {shown} q = {q_top:.3f}, so this rule {often} "
-                   "keeps a draft here and draws from p instead")  # fmt: skip
+            why = (f"the draft gives the target's top token {shown} q = {_small(q_top)}, so this rule "
+                   f"{often} keeps a draft here and draws from p instead")  # fmt: skip
         else:
             why = (f"the target is nearly sure of its top token {shown} (p = {p_top:.3f}), so keeping it "
-                   f"whenever the draft proposes it (q = {q_top:.3f}) barely moves p")  # fmt: skip
-        return f"{why}; {scale} (= q·(1 − p) = {q_top:.3f}·{1 - p_top:.3f})"
-    return (f"it keeps a draft with probability {law.acceptance:.3f} here and what it emits is close to p; "
-            f"{scale}")
+                   f"whenever the draft proposes it (q = {_small(q_top)}) barely moves p")  # fmt: skip
+        return f"{why}; {scale} (= q·(1 − p) = {_small(q_top)}·{1 - p_top:.3f})"
+    return f"it keeps a draft with probability {law.acceptance:.3f} here; {scale}"
 
 
 # -- positions along a target sample ------------------------------------------------------------------
