@@ -34,6 +34,7 @@ STUDENTS = 4
 CLICKS = 3
 PARAMS = {"prompt": "def add(a, b):", "seed": "0"}
 BANNER_END = "Ctrl-C stops everything."
+FIRST_PAGE_TIMEOUT_MS = 300_000
 # Records every text Streamlit's status widget and any dialog show, from now on, in the page itself:
 # the "connecting" state lasts about a second before the page comes back on the other replica.
 WATCH_CONNECTION = """() => {
@@ -79,7 +80,9 @@ def open_student(browser, base: str, number: int):
     replicas: list[str] = []
     page.on("response", lambda reply: replicas.append(reply.headers.get("x-specdec-replica", "none")))
     page.goto(f"{base}/rounds?{urlencode(PARAMS)}")
-    page.get_by_role("button", name=re.compile("Step")).wait_for()
+    # The first student on each replica waits for it to load the models: on a busy 2-core machine
+    # that took more than the minute a Step may take.
+    page.get_by_role("button", name=re.compile("Step")).first.wait_for(timeout=FIRST_PAGE_TIMEOUT_MS)
     wait_idle(page)
     set_animation(page, False)
     return page, replicas
