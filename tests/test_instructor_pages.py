@@ -44,6 +44,11 @@ def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     assert {row["category"] for row in at.dataframe[0].value.to_dict("records")} == {
         "code", "structured", "prose", "creative", "copy_heavy"
     }  # fmt: skip
+    summary = {row["category"]: row for row in at.dataframe[1].value.to_dict("records")}  # [0]: the sets
+    question = at.radio(key="_cp_quiz").label  # the run's own numbers, not the lesson's fixed ones
+    code, prose = summary["code"]["speedup"], summary["prose"]["speedup"]
+    assert f"code ran at {code:.2f}× and prose at {prose:.2f}×" in question
+    assert "(1 prompt each; bar: median)" in figure(at)["layout"]["title"]["text"]
     at.radio(key="_cp_quiz").set_value("predictability").run()
     assert_clean(at)
     assert any("Right." in s.value for s in at.success)
