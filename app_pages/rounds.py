@@ -15,7 +15,10 @@ from specdec.lab.stepper import Stepper
 from specdec.lab.tokens import prose_and_code
 
 ALL = 10**6
-SPEEDS = {"slow": 2.0, "normal": 1.0, "fast": 0.5, "fastest": 0.25}  # seconds per stage
+# Seconds per beat (a stage, or one more draft revealed in stage 1). At "normal" a Step shows its round
+# at stage 5 in about 2 s (γ = 4: 3 reveals and 4 stages, 7 beats); "slow" and "relaxed" are for talking
+# over each stage.
+SPEEDS = {"slow": 2.0, "relaxed": 1.0, "normal": 0.25}
 
 ui.init_state()  # app.py did this already; repeated so the page also runs on its own (AppTest)
 state = st.session_state

@@ -72,6 +72,29 @@ def choose_prompt() -> str:
     return st.session_state["_va_prompt"]
 
 
+def race_settings(settings: Settings) -> Settings:
+    """The sidebar's settings at this race's own temperature: 0 by default, where the target copies what
+    the prompt asks it to copy (at 1 it often rephrases, and lookup finds little to copy)."""
+    temperature = st.number_input(
+        "Temperature (this race)", 0.0, 2.0, 0.0, step=0.1, key="_va_temp",
+        help="0 = greedy: the target copies where the prompt asks it to, which is where lookup shines",
+    )  # fmt: skip
+    return replace(settings, sampling=replace(settings.sampling, temperature=float(temperature)))
+
+
+def lookup_words(rows: list[dict], temperature: float) -> str:
+    """What this race showed for prompt lookup, in its numbers."""
+    row = next((r for r in rows if r["drafter"] == "n-gram lookup"), None)
+    if row is None:
+        return ""
+    words = (f"Here **n-gram lookup made {row['tokens_per_pass']:.2f} tokens per target pass** "
+             f"({row['speedup']:.2f}× the target alone) at temperature {temperature:g}.")
+    if row["tokens_per_pass"] < 1.5:
+        words += (" Little to copy this time: the answer did not repeat the prompt"
+                  + (" (at this temperature the target often rephrases; try 0)." if temperature > 0 else "."))
+    return words
+
+
 def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelPair, Settings, bool]]:
     """label -> (pair, settings, speculative): the target alone, n-gram lookup, the draft model with a
     fixed and an adaptive length, lookup first and then the model, and the same two for the feature
@@ -152,6 +175,7 @@ def show(pair: ModelPair, rows: list[dict], finished: bool, runs: dict, settings
         st.warning("Stopped: the numbers below cover the tokens produced so far.")
     race_chart(slot, runs, "final")
     ui.chart(charts.drafter_chart(rows))
+    st.markdown(lookup_words(rows, settings.sampling.temperature))
     st.markdown(ui.TOKEN_CSS, unsafe_allow_html=True)
     for tab, row in zip(st.tabs([row["drafter"] for row in rows]), rows, strict=True):
         with tab:
@@ -198,6 +222,7 @@ intro()
 prompt = choose_prompt()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, prompt)
+settings = race_settings(settings)
 lanes = lanes_to_race(pair, settings)
 clicked = ui.run_stop_buttons("Race the drafters", "b_variants", "b_va_stop", "_va_stop")
 chart_slot = st.empty()  # under the buttons: the live race draws here
