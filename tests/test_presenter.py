@@ -80,3 +80,15 @@ def test_the_round_timeline_grows_in_presenter_mode_too():
     assert big["config"]["legend"]["labelFontSize"] > TEXT_SIZE
     assert "config" not in spec or spec["config"] is not big["config"]  # the shared spec is not changed
     assert big["layer" if "layer" in spec else "mark"] == spec["layer" if "layer" in spec else "mark"]
+
+
+def test_a_long_chart_title_breaks_once_at_a_separator():
+    from specdec.lab.charts.style import two_lines
+
+    assert two_lines("Tokens per target pass (2 prompts each; bar: median)") == \
+        "Tokens per target pass<br>(2 prompts each; bar: median)"
+    assert two_lines("Throughput: speculation stops paying at B = 2") == \
+        "Throughput:<br>speculation stops paying at B = 2"
+    assert two_lines("accept if u < min(1, p/q)") == "accept if u &lt; min(1, p/q)"  # short: one line
+    assert two_lines("a title with no separator at all but very very long") == \
+        "a title with no separator at all but very very long"

@@ -7,6 +7,7 @@ escaped here (`token_names`) or with html.escape where a chart names its own cat
 from __future__ import annotations
 
 import html
+import re
 
 import plotly.graph_objects as go
 
@@ -46,11 +47,28 @@ TEXT_SIZE, TITLE_SIZE = 14, 16
 PRESENTER_SCALE = 1.35  # presenter mode: every text this much larger, and the chart a little taller
 
 
+TITLE_CHARS = 40  # a longer title is cut in a third of the page: it goes on two lines
+_TITLE_BREAK = re.compile(r" \(|: |; | — |, ")
+
+
+def two_lines(title: str, limit: int = TITLE_CHARS) -> str:
+    """An escaped chart title; a long one broken once, at the separator nearest its middle (before a
+    bracket, after a colon, semicolon, dash or comma)."""
+    breaks = list(_TITLE_BREAK.finditer(title)) if len(title) > limit else []
+    if not breaks:
+        return html.escape(title)
+    at = min(breaks, key=lambda m: abs(m.start() - len(title) / 2))
+    first, second = title[: at.end() - 1].rstrip(), title[at.end() - 1 :].lstrip()
+    if at.group() == " (":
+        first, second = title[: at.start()], title[at.start() + 1 :]
+    return f"{html.escape(first)}<br>{html.escape(second)}"
+
+
 def styled(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
     # Text drawn just above the plot (subplot titles, a marked line's note) needs room under the title.
     above = any(note.yref == "paper" and (note.y or 0) >= 1 for note in fig.layout.annotations)
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": TITLE_SIZE, "color": INK}, "x": 0.01,
+        title={"text": two_lines(title), "font": {"size": TITLE_SIZE, "color": INK}, "x": 0.01,
                "xanchor": "left", "automargin": True, "yref": "container", "y": 0.98, "yanchor": "top"},
         font={"size": TEXT_SIZE, "color": INK},
         height=height,
