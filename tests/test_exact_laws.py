@@ -103,7 +103,7 @@ def test_what_samples_can_see():
     # The top choice here: q(argmax) = 0.1 of p(argmax) = 0.6 -> TV 0.04, small beside a 150-sample floor.
     law = exact_laws(at(P, Q))[TOP_CHOICE]
     words = unseen(TOP_CHOICE, at(P, Q), law, 0.05, 150, lambda token: f"t{token}")
-    assert "the draft gives the target's top token 't0' q = 0.100" in words and "0.0400" in words
+    assert "the draft gives the target's top token 't0' q = 0.100" in words and "TV here is 0.040," in words
 
 
 def test_the_tiny_pairs_sampled_tv_is_its_exact_tv_within_the_noise(close_pair):  # noqa: F811
@@ -132,3 +132,13 @@ def test_best_position_is_where_the_rule_loses_most(close_pair):  # noqa: F811
     best, top_tv = best_position(found, TOP_CHOICE)
     assert top_tv == max(exact_laws(p)[TOP_CHOICE].tv for p in found)
     assert exact_laws(best)[TOP_CHOICE].tv == top_tv
+
+
+def test_positions_are_read_as_auto_or_a_number():
+    from specdec.errors import SpecDecError
+    from specdec.lab.exact import MAX_POSITION, parse_position
+
+    assert parse_position(None) == 0 and parse_position("auto") == "auto" and parse_position("7") == 7
+    for bad in ("-1", str(MAX_POSITION + 1), "later", "1.5"):
+        with pytest.raises(SpecDecError, match="position must be auto or a token number"):
+            parse_position(bad)

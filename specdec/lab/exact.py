@@ -21,7 +21,10 @@ from specdec.core.drafters import Draft, worth_drafting
 from specdec.core.output_law import acceptance, output_law, replacement, tv_from
 from specdec.core.rounds import draft_thresholds
 from specdec.core.sampling import sample, warp_probs
+from specdec.errors import SpecDecError
+from specdec.lab.lock import MODEL_LOCK
 from specdec.lab.rule_expression import PRESETS, RuleExpression, check_replacement, parse_rule
+from specdec.models.runs import RunModels
 
 YOURS = "yours"  # the name a student's rule goes by in a trial
 LOSSLESS_TV = 1e-9  # an exact TV below this is float rounding: the law is p
@@ -197,9 +200,6 @@ def positions(pair, prompt_ids: list[int], settings: Settings, count: int = SCAN
     """p and q at the prompt's next token, then at each token of a target sample of the prompt
     (seeded with settings.seed), up to `count` positions or a stop token: one target pass and one
     drafting step per position, each under `lock` (default: the app's model lock)."""
-    from specdec.lab.lock import MODEL_LOCK
-    from specdec.models.runs import RunModels
-
     lock = lock or MODEL_LOCK
     models = RunModels.of(pair)
     with lock:
@@ -275,8 +275,6 @@ MAX_POSITION = 255  # --position N: the N-th token of a target sample, 0 to this
 
 def parse_position(text: str | None) -> str | int:
     """'auto' or N (0 .. MAX_POSITION) -> 'auto' or N; anything else: one line."""
-    from specdec.errors import SpecDecError
-
     if text is None or text == "auto":
         return text or 0
     try:
@@ -298,8 +296,6 @@ def choose_position(pair, prompt_ids: list[int], settings: Settings, position: s
     """The position a trial runs at: N (the N-th token of a target sample of the prompt, seeded with
     settings.seed), or 'auto': of the first SCAN_TOKENS, where the watched rule's exact TV is largest.
     -> (that position, the watched rule's exact TV there)."""
-    from specdec.errors import SpecDecError
-
     count = SCAN_TOKENS if position == "auto" else int(position) + 1
     found = list(positions(pair, prompt_ids, settings, count, lock))
     if position != "auto" and len(found) < count:
