@@ -177,12 +177,12 @@ def _show_judgement(judged: dict, custom) -> None:
         st.info("At temperature 0 every rule is the greedy rule: yours too emits the target's top token.")
     elif not judged["drafts"]:
         st.info("The drafter proposes nothing at this position, so no rule has a draft to judge here.")
-    if judged["lossless"]:
-        st.success(f"Lossless: {plain(custom.text)} with {ON_REJECT[custom.on_reject]} emits exactly p here "
+    if judged["lossless"]:  # a checked expression holds no backtick: a code span shows it as typed
+        st.success(f"Lossless: `{custom.text}` with {ON_REJECT[custom.on_reject]} emits exactly p here "
                    "(TV at float precision), and on five hand-built pairs of distributions too.",
                    icon=":material/verified:")  # fmt: skip
     else:
-        st.error(f"Lossy: {plain(custom.text)} with {ON_REJECT[custom.on_reject]} does not emit the target's "
+        st.error(f"Lossy: `{custom.text}` with {ON_REJECT[custom.on_reject]} does not emit the target's "
                  f"distribution{' here' if judged['tv'] > exact.LOSSLESS_TV else ' on every pair'}: exact "
                  f"TV {judged['tv']:.4f} from p at this position.", icon=":material/gavel:")  # fmt: skip
     titles = [("yours", f"yours: {custom.text}"), ("speculative", "speculative sampling")]
