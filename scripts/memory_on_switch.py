@@ -1,0 +1,81 @@
+"""The app server's resident memory as a class switches drafters: one target, however many drafters.
+
+    python scripts/memory_on_switch.py [--root CHECKOUT]
+
+Starts the app (of this checkout, or of another one, to compare), opens Round by round in headless
+Chromium with the bundled default drafter, then in new sessions with the feature head, with n-gram
+lookup and with the default again, and prints the server's resident memory (RSS, its whole process
+tree) once each page has loaded its models. docs/howto/own-pair-and-gpu.md quotes its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from test_browser import browser_page, free_port, open_rounds  # noqa: E402
+
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD  # noqa: E402
+
+SWITCHES = ("ngram+" + BUNDLED_DRAFT, BUNDLED_HEAD, "ngram", "ngram+" + BUNDLED_DRAFT)
+
+
+@contextlib.contextmanager
+def app_server(root: Path):
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py", "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address",
+               "127.0.0.1", "--server.fileWatcherType", "none"]  # fmt: skip
+    server = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
+                if reply.read() == b"ok":
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the app did not start")
+            time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}", psutil.Process(server.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+
+
+def resident_mib(process: psutil.Process) -> float:
+    tree = [process, *process.children(recursive=True)]
+    return sum(p.memory_info().rss for p in tree) / 2**20
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
+    args = parser.parse_args()
+    with app_server(args.root.resolve()) as (base, process), browser_page() as page:
+        page.set_default_timeout(600_000)  # a cold load on a busy 2-core machine takes minutes
+        print(f"started: {resident_mib(process):,.0f} MiB")
+        for drafter in SWITCHES:
+            page.goto("about:blank")  # a new session each time, as a second student's browser would be
+            open_rounds(page, base, {"drafter": drafter, "prompt": "def add(a, b):"})
+            page.wait_for_timeout(2000)  # the memory settles after the load
+            print(f"after Round by round with {drafter}: {resident_mib(process):,.0f} MiB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
