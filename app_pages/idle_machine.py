@@ -43,9 +43,9 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
 def cost_rows(rows: list[dict]) -> list[dict]:
     """The measurement as the table shows it: the chart's data, in ms and in one-token passes."""
     one = rows[0]["seconds"]
-    return [{"new tokens": r["tokens"], "median ms": round(r["seconds"] * 1000, 1),
+    return [{"new tokens": r["tokens"], "median ms": f"{r['seconds'] * 1000:.1f}",
              "fastest–slowest ms": f"{r['min_seconds'] * 1000:.1f}–{r['max_seconds'] * 1000:.1f}",
-             "× one token": round(r["seconds"] / one, 2)} for r in rows]  # fmt: skip
+             "× one token": f"{r['seconds'] / one:.2f}"} for r in rows]  # fmt: skip
 
 
 def cost_words(rows: list[dict], gamma: int) -> str:
@@ -83,7 +83,7 @@ def show(rows: list[dict], measured_on: str, finished: bool, gamma: int,
          load_costs: dict[int, float]) -> None:  # fmt: skip
     if not finished:
         st.warning("Stopped: the curve below is partial.")
-    ui.chart(charts.forward_cost_chart(rows, measured_on, load_costs))
+    ui.chart(charts.forward_cost_chart(rows, load_costs))  # the device is named above it
     st.table(cost_rows(rows))  # the chart's data, every column in view
     st.markdown(cost_words(rows, gamma))
 

@@ -186,8 +186,8 @@ def assisted_words(run: StackRun) -> str | None:
              f"each of its rounds ({drafts:.1f} passes of the draft, then one target pass over the drafts) "
              f"took **{round_cost:.2f} plain steps** of its target alone, so {per_pass:.2f} / "
              f"{round_cost:.2f} = **{speedup:.2f}×**. Speculation pays only where the tokens a pass keeps "
-             "beat what a round costs; on this CPU a pass over several tokens costs more than one (see "
-             "*The idle machine*).")
+             "beat what a round costs (*The idle machine* times a pass over several tokens on this "
+             "server).")
     metrics = run.speculative.metrics()
     if metrics and run.specdec_target_only:
         ours = run.specdec_speculative / run.specdec_target_only

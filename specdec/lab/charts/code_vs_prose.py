@@ -14,7 +14,7 @@ BOX_FROM = 5  # prompts a category needs before a box (quartiles) means somethin
 
 def category_chart(rows: list[dict], key: str, title: str, axis: str) -> go.Figure:
     """Every prompt as a dot, per category, with the category's median as a bar across its dots; a box
-    (quartiles) behind them where a category has BOX_FROM prompts or more. The title says how many."""
+    (quartiles) behind them where a category has BOX_FROM prompts or more. The x axis says how many."""
     fig = go.Figure()
     counts = []
     for category in dict.fromkeys(r["category"] for r in rows):
@@ -33,6 +33,8 @@ def category_chart(rows: list[dict], key: str, title: str, axis: str) -> go.Figu
                         hovertemplate="median %{y:.2f}<extra></extra>")  # fmt: skip
     fig.update_layout(showlegend=False)
     fig.update_yaxes(title_text=axis, rangemode="tozero")
-    each = f"{counts[0]} prompt{'s' if counts[0] != 1 else ''} each" if len(set(counts)) == 1 else \
-        f"{min(counts)}–{max(counts)} prompts each"  # fmt: skip
-    return styled(fig, f"{title} ({each}; bar: median)" if counts else title, height=300)
+    if counts:  # under the axis, where a narrow column does not cut it off
+        each = f"{counts[0]} prompt{'s' if counts[0] != 1 else ''}" if len(set(counts)) == 1 else \
+            f"{min(counts)}–{max(counts)} prompts"  # fmt: skip
+        fig.update_xaxes(title_text=f"{each} each; bar: median")
+    return styled(fig, title, height=320)

@@ -7,8 +7,7 @@ import plotly.graph_objects as go
 from specdec.lab.charts.style import ACCEPT_COLOR, LANE_COLORS, MUTED_COLOR, P_COLOR, styled
 
 
-def forward_cost_chart(rows: list[dict], device: str,
-                       load_costs: dict[int, float] | None = None) -> go.Figure:  # fmt: skip
+def forward_cost_chart(rows: list[dict], load_costs: dict[int, float] | None = None) -> go.Figure:
     """What a target forward pass over n new tokens costs, in one-token passes (plain steps), against n
     (log-2 x axis): the median of the repeats with bars from the fastest to the slowest (`rows`:
     tokens, seconds, min_seconds, max_seconds; the first row is the one-token pass), and
@@ -16,7 +15,7 @@ def forward_cost_chart(rows: list[dict], device: str,
     The y axis fits the measurement; the "if cost ∝ tokens" line leaves it at the top."""
     fig = go.Figure()
     if not rows:
-        return styled(fig, f"Target forward pass cost on {device}", height=340)
+        return styled(fig, "What one target pass costs, by its size", height=340)
     x = [r["tokens"] for r in rows]
     one = rows[0]["seconds"]
     fig.add_scatter(
@@ -43,7 +42,7 @@ def forward_cost_chart(rows: list[dict], device: str,
     fig.update_xaxes(title_text="new tokens in one forward pass", type="log", tickvals=x,
                      ticktext=[str(n) for n in x])  # fmt: skip
     fig.update_yaxes(title_text="cost in one-token passes", range=[0, max(2.0, highest * 1.2)])
-    return styled(fig, f"Target forward pass cost on {device}", height=360)
+    return styled(fig, "What one target pass costs, by its size", height=360)
 
 
 def round_breakdown_chart(breakdowns: dict[str, dict[str, float]]) -> go.Figure:
