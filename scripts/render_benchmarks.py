@@ -59,6 +59,14 @@ def cpu_name(report: dict) -> str:
     return name + (f", kernels held to {', '.join(f'{k}={v}' for k, v in held.items())}" if held else "")
 
 
+def machine_name(report: dict) -> str:
+    """The CPU, or the GPU and the CPU beside it where the models ran on a GPU (the report's `gpu`)."""
+    gpu = report.get("gpu")
+    if not gpu:
+        return cpu_name(report)
+    return f"{gpu['name']} ({gpu['memory_gib']} GiB, CUDA {gpu['cuda']}) with {cpu_name(report)}"
+
+
 def versions(report: dict) -> str:
     found = provenance(report).get("versions") or {}
     return ", ".join(f"{name} {version}" for name, version in found.items()) or "not recorded"
@@ -74,10 +82,11 @@ def settings(report: dict) -> str:
 def runs(report: dict) -> str:
     prompts = sorted({entry["prompts"] for entry in report["sets"].values()})
     counts = "/".join(str(p) for p in prompts)
+    counts += " prompt a set" if prompts == [1] else " prompts a set"
     if "repeats" not in report:
-        return f"{counts} prompts a set, one run each"
+        return f"{counts}, one run each"
     times = "once" if report["repeats"] == 1 else f"{report['repeats']} times"
-    return f"{counts} prompts a set, each method {times} per prompt, in turns, one process"
+    return f"{counts}, each method {times} per prompt, in turns, one process"
 
 
 def ratio(value: float | None) -> str:
@@ -99,10 +108,14 @@ def header(name: str, report: dict) -> list[str]:
     source = provenance(report)
     sets = set_names(report)
     commit = source.get("commit", "not recorded")
-    lines = [f"## {sets} — {cpu_name(report)}, {source.get('date', 'date not recorded')}", "",
-             f"- CPU: {cpu_name(report)}",
-             f"- Versions: {versions(report)}; commit {commit}",
-             f"- Target: {report['target']}"]
+    lines = [f"## {sets} — {machine_name(report)}, {source.get('date', 'date not recorded')}", "",
+             f"- CPU: {cpu_name(report)}"]
+    gpu = report.get("gpu")
+    if gpu:
+        lines.append(f"- GPU: {gpu['name']}, {gpu['memory_gib']} GiB, CUDA {gpu['cuda']}, "
+                     f"torch {gpu['torch']}")
+    lines += [f"- Versions: {versions(report)}; commit {commit}",
+              f"- Target: {report['target']}"]
     lines += [f"- Drafter, {label}: {text}" for label, text in report.get("drafters", {}).items()]
     if "drafter" in report:
         lines.append(f"- Drafter: {report['drafter']}")
@@ -180,13 +193,14 @@ def report_section(name: str, report: dict) -> list[str]:
 # --- the summary: the default drafter on the held-out kinds, one row per CPU ------------------------------
 
 def summary_rows(reports: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """The newest report per CPU (and kernel caps) that ran the default drafter on every held-out set."""
+    """The newest report per machine (CPU and kernel caps, or GPU) that ran the default drafter on every
+    held-out set."""
     chosen: dict[str, tuple[str, dict]] = {}
     for name, report in reports:  # newest first
         default = report.get("default_method")
         if is_batch(report) or not default or not all(s in report["sets"] for s in HELD_OUT):
             continue
-        chosen.setdefault(cpu_name(report), (name, report))
+        chosen.setdefault(machine_name(report), (name, report))
     return list(chosen.values())
 
 
@@ -202,7 +216,7 @@ def summary_table(reports: list[tuple[str, dict]]) -> str:
         source = provenance(report)
         default = report["default_method"]
         cells = [ratio(report["sets"][s]["methods"][default]["over_target_only"]) for s in HELD_OUT]
-        lines.append(f"| {source.get('date', '-')} | {cpu_name(report)} | {source.get('commit', '-')} | "
+        lines.append(f"| {source.get('date', '-')} | {machine_name(report)} | {source.get('commit', '-')} | "
                      + " | ".join(cells) + " |")
         commands.append(source.get("command", "# command not recorded"))
     distinct = list(dict.fromkeys(commands))
