@@ -42,6 +42,8 @@ def test_variants_races_at_temperature_zero_and_reads_lookup_numbers(tiny_pair_d
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="not yet: measured 2026-12-06 on the 2-core AMD EPYC, the first "
+                   "ready prompt keeps every draft in rounds 1-3 ((4, 4), (6, 6), (6, 6) kept of drafted)")
 def test_the_first_ready_prompt_rejects_a_draft_within_three_steps(bundled_pair):
     from specdec.lab.stepper import Stepper
 
@@ -55,6 +57,8 @@ def test_the_first_ready_prompt_rejects_a_draft_within_three_steps(bundled_pair)
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="not yet: measured 2026-12-06, at T = 0 on the default prompt the "
+                   "target answered in 13 tokens and lookup drafted none (1.0 tokens per pass)")
 def test_lookup_copies_on_the_variants_default_prompt(bundled_pair):
     from specdec.models.pair import NGRAM
     from specdec.models.runs import generate
