@@ -8,9 +8,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "specdec"
 # Lowest first: a module may import from its own layer or any layer before it, never after.
 LAYERS = [
-    {"specdec.errors", "specdec.paths"},
+    {"specdec.errors", "specdec.paths", "specdec.clock"},
     {"specdec.config"},
     {"specdec.core"},
+    {"specdec.kernels"},  # the CPU's speed machinery: the core never imports it, models apply it
     {"specdec.models"},
     {"specdec.lab", "specdec.training"},
     {"specdec.cli"},
