@@ -11,7 +11,7 @@ from specdec.errors import SpecDecError
 from specdec.lab import charts, rules
 from specdec.models.pair import ModelPair
 
-DEFAULT_SAMPLES = 150  # with top-k 5: well under a minute on the 2-core machine (README)
+DEFAULT_SAMPLES = 150  # with top-k 5: well under a minute on the 2-core machine (docs/LOG.md)
 QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
 
 

@@ -2,7 +2,7 @@
 
     python scripts/gpu_check.py                         # on a GPU: at most about 8 minutes
     python scripts/gpu_check.py --cpu                   # the same checks, reduced, on the CPU (CI runs it)
-    python scripts/gpu_check.py --output docs/gpu-check.md
+    python scripts/gpu_check.py --output gpu-check.md   # the report as a Markdown file too
 
 Checks, each timed, each reported even when another failed (the exit status is 1 if any failed):
 the device and the pair's memory; greedy speculative output against plain greedy, for every drafter,

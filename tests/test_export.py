@@ -52,7 +52,8 @@ def test_gguf_reads_back_with_the_same_tensors_exactly(exported):
 
 
 def test_transformers_assisted_greedy_equals_the_targets_own_greedy_output(exported):
-    """The README's snippet, on held-out prompts: the exported draft changes speed, never the text."""
+    """docs/howto/export.md's snippet, on held-out prompts: the exported draft changes speed, never the
+    text."""
     folder = bundled_target_folder()
     target = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder)
