@@ -61,3 +61,14 @@ def test_stage_three_chart_follows_the_rule():
     top = replace(trace(uniforms=None), rule="top-choice")
     assert "top-choice rule" in charts.acceptance_chart(top, LABELS).layout.title.text
     assert "greedy rule" in charts.acceptance_chart(trace(uniforms=None), LABELS).layout.title.text
+
+
+def test_exact_law_chart_puts_p_beside_each_rules_law():
+    rows = [{"id": 7, "token": "<b>Once</b>", "p": 0.77, "speculative": 0.77, "top-choice": 0.77},
+            {"id": 9, "token": " One", "p": 0.14, "speculative": 0.14, "top-choice": 0.14}]  # fmt: skip
+    rules = [("speculative", "speculative sampling"), ("top-choice", "top choice")]
+    fig = charts.exact_law_chart(rows, rules)
+    assert [t.name for t in fig.data] == ["p: the target alone", "speculative sampling", "top choice"]
+    assert list(fig.data[2].y) == [0.77, 0.14] and fig.layout.barmode == "group"
+    assert "<b>" not in fig.data[0].x[0]  # token text is escaped
+    assert fig.data[1].marker.color != fig.data[2].marker.color
