@@ -68,11 +68,13 @@ def styled(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
     # Text drawn just above the plot (subplot titles, a marked line's note) needs room under the title.
     above = any(note.yref == "paper" and (note.y or 0) >= 1 for note in fig.layout.annotations)
     fig.update_layout(
+        # Above the plot, the margin grown to fit it (one line or two; over any text drawn just above).
         title={"text": two_lines(title), "font": {"size": TITLE_SIZE, "color": INK}, "x": 0.01,
-               "xanchor": "left", "automargin": True, "yref": "container", "y": 0.98, "yanchor": "top"},
+               "xanchor": "left", "automargin": True, "yref": "paper", "y": 1, "yanchor": "bottom",
+               "pad": {"b": 30 if above else 6}},
         font={"size": TEXT_SIZE, "color": INK},
         height=height,
-        margin={"l": 10, "r": 10, "t": 40 if above else 10, "b": 10},
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
         legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0.005,
                 "yanchor": "bottom", "font": {"size": TEXT_SIZE, "color": INK}},
         bargap=0.25,
