@@ -63,8 +63,7 @@ def exact_section(pair, trial, rows: list[dict], prompt_ids: list[int], position
         return
     titles = [(row["rule"], row["title"]) for row in rows]
     where = "the prompt's next token" if position == 0 else f"token {position} of a target sample"
-    ui.chart(charts.exact_law_chart(view["laws"], titles, f"What each rule emits at {where}, exactly, "
-                                    "against p"))  # fmt: skip
+    ui.chart(charts.exact_law_chart(view["laws"], titles, f"What each rule emits at {where}"))
     st.caption("Each rule's exact law of the first token, from p and q alone: the draft proposes x ~ q, "
                "the rule keeps it with its acceptance probability, else draws from its replacement. "
                "*TV exact* in the table is its distance from p; *expected there* is its exact acceptance.")
