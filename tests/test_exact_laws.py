@@ -40,13 +40,15 @@ def test_each_preset_expression_gives_its_rules_own_law(name, case):
     own = first_token_law(RULES[name], target_probs, draft_probs)  # enumerating the rule's own verdicts
     assert torch.allclose(exact.law, own, atol=1e-12), PRESETS[name]
     assert exact.tv == pytest.approx(tv(own, target_probs), abs=1e-12)
-    assert exact.acceptance == pytest.approx(float(RULES[name].expected(draft_probs[None], target_probs[None])[0]))
+    expected = RULES[name].expected(draft_probs[None], target_probs[None])[0]
+    assert exact.acceptance == pytest.approx(float(expected))
 
 
 def test_p_greater_than_q_with_the_residual_is_lossy_by_a_tenth():
     # Kept: x = 0, 1 (q = 0.1, 0.2); the other 0.7 goes to norm(max(0, p − q)) = [5/6, 1/6, 0, 0].
     law = law_of(at(P, Q), CustomRule.of("p > q", "residual").expression, "residual")
-    assert torch.allclose(law.law, torch.tensor([0.1 + 0.7 * 5 / 6, 0.2 + 0.7 / 6, 0, 0], dtype=torch.float64))
+    by_hand = torch.tensor([0.1 + 0.7 * 5 / 6, 0.2 + 0.7 / 6, 0, 0], dtype=torch.float64)
+    assert torch.allclose(law.law, by_hand)
     assert law.tv == pytest.approx(0.1) and law.acceptance == pytest.approx(0.3)
     assert not lossless_everywhere(CustomRule.of("p > q", "residual"))
 
@@ -54,7 +56,8 @@ def test_p_greater_than_q_with_the_residual_is_lossy_by_a_tenth():
 def test_the_ratio_with_the_residual_is_exact_to_float_precision():
     rule = CustomRule.of("min(1, p/q)", "residual")
     generator = torch.Generator().manual_seed(7)
-    wide = [(w := torch.rand(1000, generator=generator, dtype=torch.float64) ** 4) / w.sum() for _ in range(2)]
+    wide = [(w := torch.rand(1000, generator=generator, dtype=torch.float64) ** 4) / w.sum()
+            for _ in range(2)]  # fmt: skip
     for p, q in [*CASES.values(), wide]:
         assert law_of(at(p, q), rule.expression, "residual").tv < 1e-12
     assert lossless_everywhere(rule)
@@ -128,7 +131,7 @@ def test_best_position_is_where_the_rule_loses_most(close_pair):  # noqa: F811
     settings = Settings(gamma=3, sampling=SamplingConfig(1.0, 5, 1.0))
     found = list(positions(close_pair, close_pair.encode_prompt("Once upon", False, 8), settings, count=8))
     assert [p.index for p in found] == list(range(len(found))) and len(found) >= 2
-    assert all(b.context[: len(a.context)] == a.context for a, b in zip(found, found[1:]))
+    assert all(b.context[: len(a.context)] == a.context for a, b in zip(found, found[1:], strict=False))
     best, top_tv = best_position(found, TOP_CHOICE)
     assert top_tv == max(exact_laws(p)[TOP_CHOICE].tv for p in found)
     assert exact_laws(best)[TOP_CHOICE].tv == top_tv
