@@ -190,6 +190,7 @@ def test_the_drafts_labels_are_the_targets_top_tokens_read_off_the_stored_featur
         labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
 
 
+@pytest.mark.slow
 def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(chat_target, tmp_path,
                                                                                 monkeypatch):
     # Only the greedy campaign has answers: a draft that read the sampled one's folders would find none.
@@ -251,6 +252,7 @@ def test_a_reduced_head_scores_the_answer_tokens_both_campaigns_favour(tmp_path)
     assert frequent_answer_tokens(2, 16, (large,)) == [7, 8]
 
 
+@pytest.mark.slow
 def test_the_shipped_draft_scores_the_tokens_the_kept_campaigns_favour():
     """assets/draft/draft_head_tokens.json is what scripts/draft_head_tokens.py writes from the answers
     kept with the project (a campaign that grows fails this until the script has run again)."""

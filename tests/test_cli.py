@@ -99,6 +99,7 @@ def test_unknown_model_and_mismatched_pair_messages(capsys, tiny_pair_dirs):
     assert code == 2 and "tokenizers differ" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_real_process_prints_no_traceback(tiny_pair_dirs):
     """The shell's view: exit status 2, one line on stderr, nothing else."""
     result = subprocess.run(

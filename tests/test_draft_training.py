@@ -121,6 +121,7 @@ def test_stdlib_blocks_are_whole_functions_and_classes():
     assert parsed >= 0.9 * len(blocks)
 
 
+@pytest.mark.slow
 def test_label_answers_is_the_targets_own_distribution(bundled_pair):
     """Batched, right-padded teacher forcing gives what one unpadded forward pass gives."""
     target = bundled_pair.target

@@ -57,6 +57,7 @@ def test_prompt_sets_and_summary(pair):
     assert [s["category"] for s in summary] == ["code", "prose"] and summary[0]["prompts"] == 2
 
 
+@pytest.mark.slow
 def test_sampled_first_tokens_match_the_target(pair, prompt_ids):
     """Same seeds, different algorithms: the two samples differ draw by draw, not in distribution."""
     settings = Settings(gamma=2, sampling=SamplingConfig(1.0, top_k=3), max_new_tokens=1)
