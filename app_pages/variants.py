@@ -17,6 +17,9 @@ from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 COPY_HEAVY = ASSETS / "prompt_sets" / "copy_heavy.json"
+# The demo's first prompt: "Repeat this sentence exactly three times", which the target copies at T = 0
+# (lookup 2.4 tokens per pass on 2026-12-06; the list-copying prompt got 1.0: the target wrote its own).
+DEFAULT_COPY_PROMPT = 0
 REDRAW_EVERY = 8  # passes between redraws of the live chart: drawing costs more than a pass
 FEATURE_HEAD_PICTURE = """digraph {
   rankdir=LR; node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="sans-serif"];
@@ -58,7 +61,7 @@ def intro() -> None:
 
 def choose_prompt() -> str:
     prompts = json.loads(COPY_HEAVY.read_text(encoding="utf-8"))["prompts"]
-    st.session_state.setdefault("_va_prompt", prompts[1])
+    st.session_state.setdefault("_va_prompt", prompts[DEFAULT_COPY_PROMPT])
 
     def use_prompt() -> None:
         if st.session_state.get("_va_pick") is not None:
