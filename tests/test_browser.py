@@ -159,6 +159,13 @@ STEP_AND_WATCH_FADES = """() => new Promise(resolve => {
 })"""
 
 
+WATCH_STAGES = """() => {
+    window.stagesSeen = new Set();
+    window.stageWatch = setInterval(() => document.querySelectorAll('[role="radio"][aria-checked="true"]')
+        .forEach(radio => window.stagesSeen.add(radio.innerText.trim())), 10);
+}"""
+
+
 def click_timeline_column(page, chart, number: int, columns: int) -> None:
     """Click round `number`'s column of the Altair timeline (the plot spans the chart's width; the
     legend sits above it, the round numbers below)."""
@@ -223,10 +230,16 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
         wait_idle(page)
         assert metric(page, "Rounds") == "1"
         # Animated stages: a Step starts at stage 1 and the stages advance on their own to 5.
+        # From a fresh run (Reset). A stage shows for a quarter of a second at the default pace: the
+        # browser itself notes each stage it draws, every 10 ms, so a slow poll from here misses none.
+        page.get_by_role("button", name=re.compile("Reset")).click()
+        wait_idle(page)
         set_animation(page, True)
+        page.evaluate(WATCH_STAGES)
         page.get_by_role("button", name=re.compile("Step")).click()
-        page.get_by_role("radio", name="2 · Verify", checked=True).wait_for(timeout=30_000)
         page.get_by_role("radio", name="5 · Output", checked=True).wait_for(timeout=30_000)
+        shown = page.evaluate("() => { clearInterval(window.stageWatch); return [...window.stagesSeen]; }")
+        assert {"1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct"} <= set(shown), shown
         # The URL carries the settings: it opens the same demo.
         assert "gamma=3" in page.url and "seed=1" in page.url
         # A bad prompt shows a message, and the page keeps working.
