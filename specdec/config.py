@@ -38,6 +38,9 @@ SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL = "speculative", "top-choice", 
 RULE_NAMES = (SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL)
 LOSSY_RULES = (TOP_CHOICE, TYPICAL)  # not distributed as the target at T > 0
 
+# What a draft's training may lower (training/losses.py): forward KL, total variation, or their mean.
+DRAFT_LOSSES = ("kl", "tvd", "mix")
+
 # The data campaign's goal (`python -m specdec campaign`): about ten times the 1,501 answers the shipped
 # feature head was trained on.
 CAMPAIGN_GOAL = 16_000
@@ -149,6 +152,11 @@ class DraftTrainingConfig:
     argmax_weight: float = setting(0.0, "the share of each label put on the target's top token (a hard "
                                         "label mixed into its top-k): at T = 0 a draft is kept when its top "
                                         "token is the target's")
+    loss: str = setting("kl", "what the draft learns to lower (specdec/training/losses.py): kl "
+                              "(cross-entropy against the target's top-k), tvd (total variation, "
+                              "1 - Σ min(p, q): the chance a draft is rejected at T = 1), mix (their mean)")
+    greedy_answers: int = setting(0, "with --campaign (its sampled answers): also the greedy campaign's "
+                                     "first N answers, the text T = 0 drafting meets (0 = none)")
 
     def __post_init__(self) -> None:
         _check_answers(self.answers, self.campaign)
@@ -157,6 +165,11 @@ class DraftTrainingConfig:
         _finite("argmax-weight", self.argmax_weight)
         if not 0 <= self.argmax_weight <= 1:
             raise SpecDecError(f"argmax-weight must be in [0, 1], got {self.argmax_weight}")
+        if self.loss not in DRAFT_LOSSES:
+            raise SpecDecError(f"loss must be one of {', '.join(DRAFT_LOSSES)}, got {self.loss!r}")
+        if self.greedy_answers < 0 or (self.greedy_answers and (not self.campaign or self.greedy)):
+            raise SpecDecError("--greedy-answers adds greedy answers to the sampled campaign's: a number "
+                               ">= 0, with --campaign and without --greedy")
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,12 @@ def test_a_campaign_resumes_and_refills_missing_features(chat_target, tmp_path):
     refilled = load_campaign(answers_dir, features_dir)[1].features
     assert torch.allclose(refilled.float(), kept_features.float(), atol=0.05, rtol=0.02)
     assert len(load_campaign(answers_dir, features_dir, answers=3)) == 3
+    # A goal below what the campaign holds fills in only its own shards' features, and writes no answers.
+    for index in (0, 3):
+        shard_paths(answers_dir, features_dir, index)[1].unlink()
+    assert run_campaign(chat_target, answers_dir, features_dir, total_answers=2, batch=2,
+                        max_new_tokens=8)["answers"] == 8
+    assert [shard_paths(answers_dir, features_dir, i)[1].exists() for i in (0, 3)] == [True, False]
     with pytest.raises(SpecDecError, match="batch 2"):  # another batch size would renumber the prompts
         run_campaign(chat_target, answers_dir, features_dir, total_answers=12, batch=4, max_new_tokens=8)
 
@@ -232,6 +238,25 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
     shard_paths(answers_dir, features_dir, 1)[1].unlink()  # the message names the greedy campaign's command
     with pytest.raises(SpecDecError, match="`python -m specdec campaign --greedy` fills them in"):
         labelled_campaign_shards(chat_target, answers_dir, features_dir, tmp_path / "other", top_k=5)
+
+
+@pytest.mark.slow  # two tiny campaigns and two steps of training
+def test_a_draft_trains_on_sampled_answers_with_greedy_ones_beside_them(chat_target, tmp_path, monkeypatch):
+    folders = {greedy: (tmp_path / f"answers-{greedy}", tmp_path / f"features-{greedy}") for greedy in (0, 1)}
+    for greedy, (answers_dir, features_dir) in folders.items():
+        run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8,
+                     greedy=bool(greedy))
+    monkeypatch.setattr(train, "campaign_answers_folder", lambda greedy=False: folders[int(greedy)][0])
+    monkeypatch.setattr(train, "campaign_features_folder", lambda greedy=False: folders[int(greedy)][1])
+    config = DraftTrainingConfig(layers=1, campaign=True, answers=3, greedy_answers=2, loss="tvd",
+                                 stdlib_blocks=0, batch_size=2, max_steps=2, eval_every=2, eval_tokens=3)
+    card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,
+                       head_token_ids=[3, 5, 7])
+    sampled, greedy = load_campaign(*folders[0], 3), load_campaign(*folders[1], 2)
+    assert card["answers"] == 3 + 2 and card["config"]["loss"] == "tvd"
+    assert card["labelled_positions"] == sum(len(a.token_ids) - a.answer_start for a in sampled + greedy)
+    labelled = sorted(p.name for p in (tmp_path / "work").glob("campaign*"))
+    assert labelled == ["campaign", "campaign-greedy"]  # each campaign's labels in a folder of its own
 
 
 def test_a_reduced_head_scores_the_answer_tokens_both_campaigns_favour(tmp_path):

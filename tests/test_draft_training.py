@@ -5,11 +5,13 @@ import json
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from specdec.config import DraftTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.paths import HELD_OUT_PROMPT_SETS
 from specdec.training.data import Example, label_answers, stdlib_code_blocks, training_prompts
+from specdec.training.losses import cross_entropy, total_variation
 from specdec.training.train import (
     build_draft,
     distillation_loss,
@@ -66,6 +68,60 @@ def test_argmax_weight_moves_the_label_onto_the_target_top_token(tiny_target):
     assert loss(example, 0.25) == pytest.approx(0.75 * loss(example, 0.0) + 0.25 * loss(example, 1.0))
     with pytest.raises(SpecDecError, match="argmax-weight"):
         DraftTrainingConfig(argmax_weight=1.5)
+
+
+def test_the_tvd_loss_is_one_minus_the_overlap_on_an_enumerated_example():
+    """½ Σ |p - q| = 1 - Σ min(p, q), the chance a draft is rejected at T = 1; KL is another number."""
+    target_probs = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    draft_probs = torch.tensor([[0.2, 0.3, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]])
+    # Row 1: min = 0.2 + 0.3 + 0.2 + 0 = 0.7, so 0.3; row 2: q = p, so 0. Mean 0.15.
+    assert total_variation(target_probs, draft_probs.log()).item() == pytest.approx(0.15)
+    assert total_variation(target_probs, draft_probs.log()).item() == pytest.approx(
+        (target_probs - draft_probs).abs().sum(-1).mean().item() / 2)
+    assert cross_entropy(target_probs, draft_probs.log()).item() != pytest.approx(0.15)
+
+
+def test_the_tvd_gradient_raises_q_only_where_it_falls_short_of_p():
+    target_probs = torch.tensor([[0.6, 0.3, 0.1, 0.0]])
+    logits = torch.zeros(1, 4, requires_grad=True)  # q uniform: short of p on tokens 0 and 1
+    total_variation(target_probs, torch.log_softmax(logits, -1)).backward()
+    assert (logits.grad[0, :2] < 0).all() and (logits.grad[0, 2:] > 0).all()  # descent raises 0, 1
+    # Gradient descent brings q close to p (0.4 -> below 0.05; the loss has a kink at q = p, so a fixed
+    # step ends up hopping about it rather than settling).
+    for _ in range(100):
+        logits.grad = None
+        loss = total_variation(target_probs, torch.log_softmax(logits, -1))
+        loss.backward()
+        with torch.no_grad():
+            logits -= 0.5 * logits.grad
+    assert loss.item() < 0.05
+
+
+def test_the_draft_tvd_loss_is_one_minus_its_full_overlap_with_the_label():
+    """With every token a candidate (a 300-token model, 100,000 random negatives), the sampled softmax is
+    the full one: the loss is 1 - Σ min(p, q) with p the renormalised label and q the draft's softmax."""
+    draft = build_draft(tiny_model(300, seed=0), layers=1)
+    ids = torch.tensor([5, 6, 7, 8, 9, 10])
+    top_ids = torch.tensor([[11, 12, 13], [14, 15, 16], [17, 18, 19]])
+    top_probs = torch.tensor([[0.5, 0.3, 0.1], [0.4, 0.2, 0.2], [0.9, 0.05, 0.05]])
+    example = Example(ids, 3, top_ids, top_probs.half())
+    with torch.no_grad():
+        draft_probs = torch.softmax(draft(ids[None]).logits[0, 2:-1].float(), -1)  # (3, 300)
+    label = top_probs.half().float() / top_probs.half().float().sum(-1, keepdim=True)
+    expected = 1 - torch.minimum(label, draft_probs.gather(1, top_ids)).sum(-1).mean()
+
+    def loss(kind: str) -> float:
+        return distillation_loss(draft, [example], negatives=100_000, loss=kind,
+                                 generator=torch.Generator().manual_seed(0)).item()
+
+    assert loss("tvd") == pytest.approx(expected.item(), abs=1e-5)
+    assert loss("kl") == pytest.approx(-(label * draft_probs.gather(1, top_ids).log()).sum(-1).mean().item(),
+                                       abs=1e-4)
+    assert loss("mix") == pytest.approx((loss("tvd") + loss("kl")) / 2, abs=1e-5)
+    with pytest.raises(SpecDecError, match="loss must be one of kl, tvd, mix"):
+        DraftTrainingConfig(loss="js")
+    with pytest.raises(SpecDecError, match="--greedy-answers"):
+        DraftTrainingConfig(campaign=True, greedy=True, greedy_answers=64)
 
 
 def test_a_grown_draft_starts_by_computing_what_the_trained_one_did(tiny_target):

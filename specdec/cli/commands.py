@@ -258,7 +258,7 @@ def run_eval_draft(args: argparse.Namespace) -> None:
     if pair.draft is None or pair.lookup_first:
         raise SpecDecError("eval-draft measures a draft model; for n-gram lookup or a feature head, "
                            "run bench, which races every drafter")
-    figures = draft_figures(pair, args.eval_tokens)
+    figures = draft_figures(pair, args.eval_tokens, args.sampled)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_argument("--target-model", default=BUNDLED_TARGET)
     figures.add_argument("--draft-model", default=BUNDLED_DRAFT)
     add_config_arguments(figures, DraftTrainingConfig, only=("eval_tokens",))
+    figures.add_argument("--sampled", action="store_true", help="along the target's answers sampled at T = 1 "
+                         "(seeded), the text T = 1 drafting meets, not its greedy answers")
     figures.add_argument("--json", action="store_true")
     return parser
 

@@ -189,8 +189,9 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
                  batch: int, max_new_tokens: int, seed: int = 0, minutes: float | None = None,
                  progress: Callable[[dict], None] | None = None, greedy: bool = False) -> dict:
     """Write shards until `total_answers` answers exist (or `minutes` have passed: the shard under way
-    finishes); fill in any missing features first. Returns the campaign's summary (also written beside
-    the answers). `greedy`: the target's greedy answers (the text T = 0 drafting meets), not samples."""
+    finishes); fill in the missing features of those answers first. Returns the campaign's summary (also
+    written beside the answers). `greedy`: the target's greedy answers (the text T = 0 drafting meets), not
+    samples."""
     answers_folder.mkdir(parents=True, exist_ok=True)
     features_folder.mkdir(parents=True, exist_ok=True)
     shards = -(-total_answers // batch)
@@ -204,7 +205,9 @@ def run_campaign(target: LoadedModel, answers_folder: Path, features_folder: Pat
                            f"{'greedy' if settings[3] else 'sampled'} answers: go on with those, or use "
                            "another folder")
     done = existing_shards(answers_folder)
-    for index in range(done):  # features made elsewhere are not here: read those answers once
+    # Features made elsewhere are not here: read those answers once (only the first `total_answers`'
+    # shards: a smaller goal than the campaign holds fills in the features a shorter run needs).
+    for index in range(min(done, shards)):
         answers_path, features_path = shard_paths(answers_folder, features_folder, index)
         if not features_path.exists():
             answers = load_answers(answers_path)

@@ -35,17 +35,18 @@ def one_token_step_costs(pair: ModelPair, context_ids: list[int], repeats: int =
     }
 
 
-def draft_figures(pair: ModelPair, eval_tokens: int = 96) -> dict:
+def draft_figures(pair: ModelPair, eval_tokens: int = 96, sampled: bool = False) -> dict:
     """Cost ratio, and Σ min(p, q) at T=1 and greedy agreement on the held-out prompt sets.
 
     The held-out prompts (assets/prompts/) are never used for training; the target answers them
-    greedily and p is its distribution along that answer.
+    greedily (`sampled`: at T = 1, the text T = 1 drafting meets) and p is its distribution along that
+    answer. Σ min(p, q) is the chance a draft is accepted at T = 1; the agreement, at T = 0.
     """
     context = pair.encode_prompt("Write a Python function that adds two numbers.", chat=True)
-    figures = {"cost": one_token_step_costs(pair, context)}
+    figures = {"cost": one_token_step_costs(pair, context), "answers": "sampled" if sampled else "greedy"}
     for name, path in HELD_OUT_PROMPT_SETS.items():
         prompts = json.loads(path.read_text(encoding="utf-8"))["prompts"]
-        eval_set = make_eval_set(pair.target, prompts, eval_tokens)
+        eval_set = make_eval_set(pair.target, prompts, eval_tokens, sampled)
         figures[name] = evaluate(pair.draft.model, eval_set, pair.target.vocab_size,
                                  pair.draft.head_token_ids)
     return figures
@@ -57,6 +58,7 @@ def format_figures(figures: dict) -> str:
         f"forward, 1 token with cache: target {cost['target_ms']:.1f} ms, draft {cost['draft_ms']:.1f} ms"
         f" -> cost ratio c = {cost['cost_ratio']:.3f} (1/{1 / cost['cost_ratio']:.1f})",
     ]
+    lines.append(f"along the target's {figures['answers']} answers to the held-out prompts:")
     for name in HELD_OUT_PROMPT_SETS:
         scores = figures[name]
         lines.append(f"{name:<6} held-out: mean Σ min(p, q) at T=1 = {scores['sum_min_pq']:.3f}, "

@@ -44,13 +44,13 @@ from specdec.training.campaign import (
 )
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.features import target_features, target_layer_features
+from specdec.training.losses import sampled_candidates
 from specdec.training.train import (
     budget_spent,
     draw_batch,
     draw_weights,
     greedy_answer,
     learning_rate_factor,
-    sampled_candidates,
     shard_progress,
     warmed_up,
 )

@@ -4,7 +4,7 @@ The draft is a plain Llama causal LM with the target's width and only a few laye
 target's token embeddings (frozen, and tied to its output head), so it need not learn the
 vocabulary: only its layers and final norm train. They start as copies of the target's first and
 last layers and learn to match the target's next-token distribution on the target's own answers
-(forward KL against the target's top tokens, as in DistillSpec).
+(forward KL or total variation against the target's top tokens, as in DistillSpec: training/losses.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from specdec.training.campaign import (
     campaign_features_folder,
     labelled_campaign_shards,
 )
-from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards, right_padded
+from specdec.training.data import Example, frequent_tokens, make_shards, make_stdlib_shards
+from specdec.training.losses import distillation_loss
 
 
 def build_draft(target: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
@@ -77,44 +78,6 @@ def trainable_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
     return {k: v for k, v in draft.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
 
 
-def distillation_loss(
-    draft: LlamaForCausalLM, examples: list[Example], negatives: int = 4096,
-    generator: torch.Generator | None = None, argmax_weight: float = 0.0,
-) -> torch.Tensor:
-    """Cross-entropy of the draft against the target's renormalised top-k, over answer positions.
-
-    The softmax is taken over a candidate set, not all 49k tokens (a sampled softmax): every token
-    the target ranks in its top-k anywhere in the batch, plus `negatives` random tokens. That makes a
-    CPU step ~10x cheaper; evaluation always uses the full softmax, so the figures are honest.
-    `argmax_weight` moves that share of each label onto the target's top token (the top-k's first).
-    """
-    device = draft.lm_head.weight.device  # examples are stored on the CPU; the step runs on the draft's
-    input_ids, mask = right_padded([e.token_ids for e in examples])
-    hidden = draft.model(input_ids=input_ids.to(device),
-                         attention_mask=mask.to(device)).last_hidden_state  # (B, width, d)
-    # The head only runs where there is a label: the positions that predict answer tokens.
-    rows = torch.cat([torch.full((len(e.top_ids),), i) for i, e in enumerate(examples)]).to(device)
-    cols = torch.cat([torch.arange(len(e.top_ids)) + e.answer_start - 1 for e in examples]).to(device)
-    top_ids = torch.cat([e.top_ids for e in examples])  # (N, k)
-    top_probs = torch.cat([e.top_probs.float() for e in examples]).to(device)
-    top_probs = top_probs / top_probs.sum(-1, keepdim=True) * (1 - argmax_weight)
-    top_probs[:, 0] += argmax_weight
-    head = draft.lm_head.weight  # (vocab, d)
-    candidates, label_columns = sampled_candidates(top_ids, head.shape[0], negatives, generator)
-    candidates, label_columns = candidates.to(device), label_columns.to(device)
-    log_q = torch.log_softmax((hidden[rows, cols] @ head[candidates].T).float(), dim=-1)  # (N, C)
-    return -(top_probs * log_q.gather(1, label_columns)).sum(-1).mean()
-
-
-def sampled_candidates(top_ids: torch.Tensor, num_rows: int, negatives: int,
-                       generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows of an output head a sampled softmax scores: every label in `top_ids` (N, k), plus
-    `negatives` random rows -> (candidates, where each label sits among them (N, k))."""
-    random_ids = torch.randint(num_rows, (negatives,), generator=generator)
-    candidates, position = torch.unique(torch.cat([top_ids.flatten(), random_ids]), return_inverse=True)
-    return candidates, position[: top_ids.numel()].view_as(top_ids)
-
-
 @dataclass
 class EvalSet:
     """The target's greedy answers to held-out prompts, with its distribution p at every position."""
@@ -125,10 +88,12 @@ class EvalSet:
 
 
 @torch.inference_mode()
-def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalSet:
+def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int, sampled: bool = False) -> EvalSet:
+    """`sampled`: along the target's answers sampled at T = 1 (seeded by the prompt's index), the text
+    T = 1 drafting meets, not its greedy ones."""
     sequences, starts, probs = [], [], []
-    for prompt in prompts:
-        sequence, start = greedy_answer(target, prompt, tokens)
+    for index, prompt in enumerate(prompts):
+        sequence, start = greedy_answer(target, prompt, tokens, seed=index if sampled else None)
         logits = target.model(sequence[None].to(target.device)).logits[0, start - 1 : -1, : target.vocab_size]
         sequences.append(sequence)
         starts.append(start)
@@ -137,11 +102,17 @@ def make_eval_set(target: LoadedModel, prompts: list[str], tokens: int) -> EvalS
 
 
 @torch.inference_mode()
-def greedy_answer(target: LoadedModel, prompt: str, tokens: int) -> tuple[torch.Tensor, int]:
-    """The target's greedy answer to a held-out prompt -> (prompt and answer ids, answer start)."""
+def greedy_answer(target: LoadedModel, prompt: str, tokens: int, seed: int | None = None
+                  ) -> tuple[torch.Tensor, int]:
+    """The target's greedy answer to a held-out prompt -> (prompt and answer ids, answer start). With a
+    `seed`: its answer sampled at T = 1 from its full distribution instead."""
     prompt_ids = target.chat_ids(prompt)
     ids = torch.tensor([prompt_ids], device=target.device)
-    output = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+    sampling = {"do_sample": False}
+    if seed is not None:
+        torch.manual_seed(seed)  # transformers samples from the global generator
+        sampling = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    output = target.model.generate(ids, attention_mask=torch.ones_like(ids), **sampling,
                                    max_new_tokens=tokens, pad_token_id=target.tokenizer.eos_token_id)
     return output[0].cpu(), len(prompt_ids)
 
@@ -238,6 +209,18 @@ def _load_examples(paths: list[Path]) -> list[Example]:
     return [e for path in paths for e in torch.load(path, weights_only=False)]
 
 
+def _campaign_examples(target: LoadedModel, folder: Path, greedy: bool, answers: int, top_k: int
+                       ) -> list[Example]:
+    """The first `answers` (0: all) of a campaign's answers, labelled from their features into `folder`."""
+    bar, progress = shard_progress(f"{'greedy ' * greedy}campaign answers (labels from their features)")
+    with bar:
+        shards = labelled_campaign_shards(target, campaign_answers_folder(greedy),
+                                          campaign_features_folder(greedy), folder, top_k, progress, answers)
+    if not shards:
+        raise SpecDecError(f"the campaign has no answers yet: run `{campaign_command(greedy)}` first")
+    return _load_examples(shards)[: answers or None]
+
+
 def train_draft(
     target: LoadedModel,
     work_folder: Path,
@@ -256,16 +239,11 @@ def train_draft(
     work_folder.mkdir(parents=True, exist_ok=True)
 
     if config.campaign:
-        bar, progress = shard_progress("campaign answers (labels from their features)")
-        with bar:
-            shards = labelled_campaign_shards(target, campaign_answers_folder(config.greedy),
-                                              campaign_features_folder(config.greedy),
-                                              work_folder / "campaign", config.label_top_k, progress,
-                                              config.answers)
-        if not shards:
-            raise SpecDecError("the campaign has no answers yet: "
-                               f"run `{campaign_command(config.greedy)}` first")
-        examples = _load_examples(shards)[: config.answers or None]
+        examples = _campaign_examples(target, work_folder / "campaign", config.greedy, config.answers,
+                                      config.label_top_k)
+        if config.greedy_answers:  # sampled answers, and greedy ones beside them
+            examples += _campaign_examples(target, work_folder / "campaign-greedy", True,
+                                           config.greedy_answers, config.label_top_k)
     else:
         bar, progress = shard_progress("target answers (data)")
         with bar:
@@ -329,7 +307,7 @@ def train_draft(
             for group in optimizer.param_groups:
                 group["lr"] = config.learning_rate * learning_rate_factor(progress(), config.decay_fraction)
             with torch.autocast(target.device.type, torch.bfloat16, enabled=bf16):
-                loss = distillation_loss(draft, batch, argmax_weight=config.argmax_weight)
+                loss = distillation_loss(draft, batch, argmax_weight=config.argmax_weight, loss=config.loss)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
