@@ -193,15 +193,15 @@ def report_section(name: str, report: dict) -> list[str]:
 # --- the summary: the default drafter on the held-out kinds, one row per CPU ------------------------------
 
 def summary_rows(reports: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-    """The newest report per machine (CPU and kernel caps, or GPU) that ran the default drafter on every
-    held-out set."""
-    chosen: dict[str, tuple[str, dict]] = {}
+    """The newest report per machine (CPU and kernel caps, or GPU) and temperature that ran the default
+    drafter on every held-out set; greedy first."""
+    chosen: dict[tuple[str, float], tuple[str, dict]] = {}
     for name, report in reports:  # newest first
         default = report.get("default_method")
         if is_batch(report) or not default or not all(s in report["sets"] for s in HELD_OUT):
             continue
-        chosen.setdefault(machine_name(report), (name, report))
-    return list(chosen.values())
+        chosen.setdefault((machine_name(report), float(report.get("temperature", 0.0))), (name, report))
+    return [chosen[key] for key in sorted(chosen, key=lambda key: (key[1], key[0]))]
 
 
 def summary_table(reports: list[tuple[str, dict]]) -> str:
@@ -209,19 +209,19 @@ def summary_table(reports: list[tuple[str, dict]]) -> str:
     if not rows:
         return ("No report with the default drafter on all six held-out sets is committed yet "
                 "(see [reproduce the benchmark](docs/howto/reproduce-benchmarks.md)).")
-    lines = ["| date | CPU | commit | " + " | ".join(HELD_OUT) + " |",
-             "| --- | --- | --- |" + " --- |" * len(HELD_OUT)]
+    lines = ["| date | CPU | commit | T | " + " | ".join(HELD_OUT) + " |",
+             "| --- | --- | --- | --- |" + " --- |" * len(HELD_OUT)]
     commands = []
     for _, report in rows:
         source = provenance(report)
         default = report["default_method"]
         cells = [ratio(report["sets"][s]["methods"][default]["over_target_only"]) for s in HELD_OUT]
         lines.append(f"| {source.get('date', '-')} | {machine_name(report)} | {source.get('commit', '-')} | "
-                     + " | ".join(cells) + " |")
+                     f"{report.get('temperature', 0.0):g} | " + " | ".join(cells) + " |")
         commands.append(source.get("command", "# command not recorded"))
     distinct = list(dict.fromkeys(commands))
-    lines += ["", "Speed of the default drafter over the target alone (T = 0), made by:", "",
-              "```bash", *distinct, "```"]
+    lines += ["", "Speed of the default drafter over the target alone at temperature T (0: greedy), made by:",
+              "", "```bash", *distinct, "```"]
     return "\n".join(lines)
 
 

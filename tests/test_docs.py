@@ -218,9 +218,12 @@ def test_the_summary_table_reads_the_default_row_of_each_cpu():
     report = {"cpu": cpu, "default_method": default, "sets": sets,
               "provenance": {"date": "2026-12-06", "commit": "abc1234", "command": "python -m specdec bench"}}
     older = {**report, "provenance": {**report["provenance"], "date": "2026-12-01", "commit": "0000000"}}
-    table = render.summary_table([("new.json", report), ("old.json", older)])
-    assert "| 2026-12-06 | AMD EPYC 7B13 (2 cores; AVX2 only) | abc1234 | 1.50× | 1.51× |" in table
-    assert "0000000" not in table  # one row per CPU: the newest
+    sampled = {**report, "temperature": 1.0, "provenance": {**report["provenance"], "commit": "1111111"}}
+    table = render.summary_table([("new.json", report), ("t1.json", sampled), ("old.json", older)])
+    assert "| 2026-12-06 | AMD EPYC 7B13 (2 cores; AVX2 only) | abc1234 | 0 | 1.50× | 1.51× |" in table
+    assert "| 2026-12-06 | AMD EPYC 7B13 (2 cores; AVX2 only) | 1111111 | 1 | 1.50× |" in table
+    assert table.index("abc1234") < table.index("1111111")  # greedy first
+    assert "0000000" not in table  # one row per CPU and temperature: the newest
     assert "python -m specdec bench" in table
 
 
