@@ -1,40 +1,46 @@
 """A classroom against one server: N real browser sessions step through rounds at the same time.
 
+    .venv/bin/python scripts/load_test.py --start --sessions 1 --clicks 10 --repeat 3
     .venv/bin/python scripts/load_test.py --url http://localhost:8501 --sessions 8 --clicks 5 \
-        --server-log server.log
+        --server-log server.log --server-pid PID
 
+`--start` starts the app itself on a free port (its log and process id are then known) and warms it
+with one Step before timing, as a teacher does before class; `--url` drives a running app.
 Each session opens the round view (animation off); once all are open, each clicks Step `--clicks`
 times, each click as soon as the previous round is shown and the page is idle, and times click ->
-round shown on the page's own clock. It prints the
-latency per click (median, p95, max), rounds against clicks per session, and every traceback in the
-server's log (the server's stdout and stderr, if given). Exit status 1 if a session's rounds differ
-from its clicks or the log holds a traceback. No timing goal is asserted here: the numbers are printed.
+round shown on the page's own clock. `--repeat` runs the whole class again, in fresh sessions, and
+pools the clicks. It prints the latency per click (median, p95, max), rounds against clicks per session,
+every traceback in the server's log, the CPU that this script's own browsers and the server used per
+click, the load average before and after, and one table row with all of it. Exit status 1 if a session's
+rounds differ from its clicks or the log holds a traceback. No timing goal is asserted here.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-PROMPT = "Write a Python function that checks whether a string is a palindrome."
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_app import CHROMIUM, CHROMIUM_ARGS, app_server  # noqa: E402 - this folder's helper
+
 ROUND_SHOWN_TIMEOUT_MS = 120_000
+FIRST_PAGE_TIMEOUT_MS = 600_000  # a cold server loads the models (on a busy machine, minutes)
+# The Step button by its key: a name match ("Step") can meet a second button while a page loads.
+STEP_BUTTON = ".st-key-b_step button"
 # Click Step and time, on the page's own clock, until the heading of round `number` is in the page:
 # what a student waits for, without the test driver's own overhead in the number.
 CLICK_AND_TIME = """(number) => new Promise((resolve, reject) => {
-    const step = [...document.querySelectorAll('button')].find(b => b.innerText.includes('Step'));
+    const step = document.querySelector('""" + STEP_BUTTON + """');
     const heading = new RegExp('^Round ' + number + ' of');
     const shown = () => [...document.querySelectorAll('h3')].some(h => heading.test(h.innerText));
     const start = performance.now();
@@ -80,7 +86,7 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str],
     page.set_default_timeout(ROUND_SHOWN_TIMEOUT_MS)
     try:
         await page.goto(f"{url}/rounds?{urlencode(params)}")
-        step = page.get_by_role("button", name=re.compile("Step"))
+        step = page.locator(STEP_BUTTON)
         await step.wait_for()
         await _idle(page)
         if await page.get_by_role("switch", name="Animate stages").is_checked():
@@ -122,7 +128,7 @@ async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int
     start = time.perf_counter()
     try:
         await page.goto(f"{url}/rounds?{urlencode(params | {'prompt': text})}")
-        await page.get_by_role("button", name=re.compile("Step")).wait_for()
+        await page.locator(STEP_BUTTON).wait_for()
         await _idle(page)
         return time.perf_counter() - start
     finally:
@@ -154,11 +160,12 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
 
 
 def cpu_seconds(server_pid: int | list[int] | None) -> dict[str, float]:
-    """CPU time used so far by every Chromium process and by the server (Linux /proc), in seconds.
-    Several server ids (replicas behind a balancer, scripts/serve_class.py) count together."""
+    """CPU time used so far by this script's own Chromium processes (its descendants; other browsers
+    on the machine do not count) and by the server (Linux /proc), in seconds. Several server ids
+    (replicas behind a balancer, scripts/serve_class.py) count together."""
     clock = os.sysconf("SC_CLK_TCK")
     servers = {server_pid} if isinstance(server_pid, int) else set(server_pid or ())
-    used = {"browsers": 0.0, "server": 0.0}
+    processes = {}  # pid -> (parent, name, seconds)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -167,12 +174,25 @@ def cpu_seconds(server_pid: int | list[int] | None) -> dict[str, float]:
         except OSError:
             continue  # the process ended meanwhile
         name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        seconds = (int(fields[11]) + int(fields[12])) / clock  # utime + stime
-        if int(entry.name) in servers:
-            used["server"] += seconds
-        elif "chrom" in name.lower():
-            used["browsers"] += seconds
-    return used
+        processes[int(entry.name)] = (int(fields[1]), name, (int(fields[11]) + int(fields[12])) / clock)
+    ours = descendants(os.getpid(), {pid: parent for pid, (parent, _, _) in processes.items()})
+    browsers = [pid for pid in ours if "chrom" in processes[pid][1].lower()]
+    return {"browsers": sum(processes[pid][2] for pid in browsers),
+            "server": sum(processes[pid][2] for pid in servers if pid in processes)}  # fmt: skip
+
+
+def descendants(root: int, parents: dict[int, int]) -> set[int]:
+    """Every process below `root` (children, their children, ...), from a pid -> parent map."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def tracebacks(log_text: str) -> list[str]:
@@ -210,12 +230,69 @@ def report(results: list[SessionResult], log_text: str | None) -> tuple[str, boo
     return "\n".join(lines), ok
 
 
+def machine() -> str:
+    """The CPU's model name, its widest vector instructions and this machine's core count."""
+    cpuinfo = Path("/proc/cpuinfo")
+    text = cpuinfo.read_text() if cpuinfo.exists() else ""
+    name = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+    flags = set(flags[1].split()) if flags else set()
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2 only" if "avx2" in flags else ""
+    parts = (name[1] if name else "CPU", vectors, f"{os.cpu_count()} cores")
+    return ", ".join(part for part in parts if part)
+
+
+def table_row(sessions: int, results: list[SessionResult], cpu_ms: dict[str, float] | None,
+              tracebacks_found: int | None, load: tuple[float, float]) -> str:
+    """One Markdown table row: the run's figures, for docs/LOG.md."""
+    latencies = [s for r in results for s in r.latencies]
+    timing = (f"{statistics.median(latencies):.2f} s / {percentile(latencies, 0.95):.2f} s / "
+              f"{max(latencies):.2f} s") if latencies else "–"  # fmt: skip
+    cpu = f"{cpu_ms['browsers']:.0f} ms / {cpu_ms['server']:.0f} ms" if cpu_ms else "–"
+    rounds = f"{sum(r.rounds for r in results)} of {sum(r.clicks for r in results)}"
+    cells = [f"{sessions}", f"{len(latencies)}", timing, cpu, rounds,
+             "–" if tracebacks_found is None else str(tracebacks_found), f"{load[0]:.2f} / {load[1]:.2f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+TABLE_HEADER = ("| sessions | clicks | click → round shown, median / p95 / max "
+                "| CPU per click: browsers / server | rounds = clicks | tracebacks "
+                "| load average (1 min) before / after |\n"
+                "| --- | --- | --- | --- | --- | --- | --- |")
+
+
+async def warm_up(url: str, params: dict[str, str]) -> float:
+    """One session opens the round view and Steps once before anything is timed (the models load, the
+    first round allocates), as a teacher does before class -> seconds until its round was shown."""
+    from playwright.async_api import async_playwright
+
+    started = time.perf_counter()
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            page.set_default_timeout(FIRST_PAGE_TIMEOUT_MS)
+            await page.goto(f"{url}/rounds?{urlencode(params)}")
+            await page.locator(STEP_BUTTON).wait_for()
+            await _idle(page)
+            await page.evaluate(CLICK_AND_TIME, 1)
+        finally:
+            await browser.close()
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://localhost:8501")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--url", default="http://localhost:8501", help="a running app (default %(default)s)")
+    where.add_argument("--start", action="store_true",
+                       help="start the app here on a free port, warm it with one Step, stop it at the end")
     parser.add_argument("--sessions", type=int, default=4)
-    parser.add_argument("--clicks", type=int, default=5)
-    parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--clicks", type=int, default=5, help="Steps per session (the run ends at 64 "
+                        "tokens by default: about 12 Steps on code)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, help="run the class this many times, in fresh "
+                        "sessions, and pool the clicks")  # fmt: skip
+    parser.add_argument("--prompt", help="the round view's prompt (default: the page's own)")
     parser.add_argument("--temperature", type=float,
                         help="open the round view at this temperature (default: the app's own)")  # fmt: skip
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
@@ -225,25 +302,43 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server's process id (repeat it for each replica): also print "
                              "its CPU time per click")  # fmt: skip
     args = parser.parse_args(argv)
-    params = {"prompt": args.prompt, "seed": "0"}
+    params = {"seed": "0"} | ({"prompt": args.prompt} if args.prompt else {})
     if args.temperature is not None:  # 0: greedy rounds, with second choices beside the drafts
         params["temperature"] = str(args.temperature)
-    cpu_marks: list[dict[str, float]] = []
-    results, long_seconds = asyncio.run(
-        run_load(args.url.rstrip("/"), args.sessions, args.clicks, params, args.long_prompt_chars,
-                 cpu_marks, args.server_pid)
-    )
-    log_text = args.server_log.read_text(errors="replace") if args.server_log else None
+    with contextlib.ExitStack() as stack:
+        url, server_pids, log_path = args.url.rstrip("/"), args.server_pid, args.server_log
+        if args.start:
+            app = stack.enter_context(app_server(Path(tempfile.gettempdir()) / "specdec-load-test.log"))
+            url, server_pids, log_path = app.url, [app.pid], app.log
+            warm = asyncio.run(warm_up(url, params))
+            print(f"started the app at {url}; it showed its first round in {warm:.1f} s (not counted)")
+        load_before = os.getloadavg()[0]
+        results, used, long_seconds = [], {"browsers": 0.0, "server": 0.0}, None
+        for _ in range(args.repeat):
+            cpu_marks: list[dict[str, float]] = []
+            run, long_seconds = asyncio.run(run_load(
+                url, args.sessions, args.clicks, params, args.long_prompt_chars, cpu_marks, server_pids))
+            results += run
+            if len(cpu_marks) == 2:
+                used = {who: used[who] + cpu_marks[1][who] - cpu_marks[0][who] for who in used}
+        load_after = os.getloadavg()[0]
+        log_text = log_path.read_text(errors="replace") if log_path else None
     text, ok = report(results, log_text)
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {machine()}; round view: {urlencode(params)}, animation off; "
+          f"{args.sessions} session(s) at once, {args.repeat} run(s)")
     print(text)
     clicks = sum(r.clicks for r in results)
-    if len(cpu_marks) == 2 and clicks:
-        start, end = cpu_marks
-        per_click = {who: 1000 * (end[who] - start[who]) / clicks for who in start}
-        print(f"CPU per click while stepping: browsers {per_click['browsers']:.0f} ms"
-              + (f", server {per_click['server']:.0f} ms" if args.server_pid else ""))
+    cpu_ms = {who: 1000 * seconds / clicks for who, seconds in used.items()} if clicks else None
+    if cpu_ms:
+        print(f"CPU per click while stepping: this script's browsers {cpu_ms['browsers']:.0f} ms"
+              + (f", server {cpu_ms['server']:.0f} ms" if server_pids else ""))
     if long_seconds is not None:
         print(f"meanwhile, a {args.long_prompt_chars:,}-character prompt was read in {long_seconds:.1f} s")
+    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after\n")
+    found = None if log_text is None else len(tracebacks(log_text))
+    print(TABLE_HEADER)
+    cpu_row = cpu_ms if server_pids else None
+    print(table_row(args.sessions, results, cpu_row, found, (load_before, load_after)))
     return 0 if ok else 1
 
 

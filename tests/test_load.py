@@ -48,3 +48,15 @@ def test_the_report_finds_tracebacks_and_mismatches():
     text, ok = load_test.report([good, extra], log)
     assert not ok and "MISMATCH" in text and "1 traceback(s)" in text
     assert "median 0.20 s" in text
+
+
+def test_its_browsers_are_its_own_descendants_and_the_table_row_holds_the_figures():
+    load_test = load_test_module()
+    # 1 is this script, 2 its Playwright driver, 3-4 the driver's Chromium; 5 someone else's Chromium
+    parents = {2: 1, 3: 2, 4: 3, 5: 9, 9: 0}
+    assert load_test.descendants(1, parents) == {2, 3, 4}
+    assert load_test.cpu_seconds(None)["server"] == 0.0  # no server named, none counted
+    results = [load_test.SessionResult(clicks=3, rounds=3, latencies=[0.1, 0.2, 0.4])]
+    row = load_test.table_row(1, results, {"browsers": 210.4, "server": 99.6}, 0, (0.5, 1.25))
+    assert row == "| 1 | 3 | 0.20 s / 0.40 s / 0.40 s | 210 ms / 100 ms | 3 of 3 | 0 | 0.50 / 1.25 |"
+    assert row.count("|") == load_test.TABLE_HEADER.splitlines()[0].count("|")

@@ -1,0 +1,72 @@
+"""The app on a free localhost port, for the scripts that drive it in a browser (screenshots.py,
+load_test.py): started with `streamlit run app.py`, stopped with its whole process group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LocalApp:
+    url: str
+    pid: int  # the server's process id (it leads its own process group)
+    log: Path  # the server's stdout and stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+            return reply.read() == b"ok"
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def app_server(log_path: Path, env: dict[str, str] | None = None, timeout: float = 300.0):
+    """-> LocalApp once the server answers its health check (the models load afterwards, in the
+    background: a page says when they are in). Always stopped on exit."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py", "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]  # fmt: skip
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
+                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + timeout
+            while not healthy(url):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the app did not start; see {log_path}")
+                time.sleep(0.5)
+            yield LocalApp(url, server.pid, Path(log_path))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(timeout=15)
