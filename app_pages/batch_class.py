@@ -33,33 +33,72 @@ def intro() -> None:
 
 def controls() -> tuple[int, int]:
     left, right = st.columns(2)
-    tokens = left.slider("New tokens per row", 8, 64, 32, step=8, key="_bc_tokens")
-    prompts = right.slider(f"Prompts from the {PROMPT_SET} set (repeated to fill a batch)", 1, 6, 4,
+    tokens = left.slider("New tokens per row (full run)", 8, 64, 32, step=8, key="_bc_tokens")
+    prompts = right.slider(f"Prompts from the {PROMPT_SET} set, repeated to fill a batch (full run)", 1, 6, 4,
                            key="_bc_prompts")  # fmt: skip
     return int(tokens), int(prompts)
+
+
+def plan(kind: str, tokens: int, count: int) -> dict:
+    """What a run decodes: the quick default, or the full run at the sliders' sizes."""
+    if kind == "quick":
+        quick = batching.QUICK_RUN
+        return quick | {"tokens": min(quick["tokens"], tokens), "prompts": min(quick["prompts"], count)}
+    return {"tokens": tokens, "prompts": count, "sizes": batching.BATCH_SIZES, "cost": True}
+
+
+def plan_words(run: dict) -> str:
+    sizes = ", ".join(map(str, run["sizes"]))
+    return (f"{run['prompts']} prompt(s), {run['tokens']} new tokens a row, B = {sizes}"
+            + (", then the cost of one target pass for each B" if run["cost"] else ""))
 
 
 def measure(pair: ModelPair, results: dict) -> dict | None:
     tokens, count = controls()
     try:
         check_batchable(pair)
-        settings = replace(ui.current_settings(), max_new_tokens=tokens)
+        base = ui.current_settings()
         prompts = [pair.encode_prompt(p, bool(st.session_state["chat"]), tokens)
                    for p in batching.held_out_prompts(PROMPT_SET)[:count]]  # fmt: skip
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
         st.stop()
-    key = (pair.target.name, pair.drafter_name, settings, tuple(map(tuple, prompts)))
-    sizes = batching.BATCH_SIZES
-    if ui.run_stop_buttons("Decode the class", "b_bc_run", "b_bc_stop", "_bc_stop"):
+    key = (pair.target.name, pair.drafter_name, base, tokens, tuple(map(tuple, prompts)))
+    pace = f"batch:{pair.target.name}:{pair.drafter_name}:{base.gamma}"  # seconds per one-token pass
+    runs = {kind: plan(kind, tokens, count) for kind in ("quick", "full")}
+    weights = {kind: batching.class_weights(replace(base, max_new_tokens=run["tokens"]), run["prompts"],
+                                            run["sizes"], run["cost"])
+               for kind, run in runs.items()}  # fmt: skip
+    chosen = ui.quick_full_buttons(("Decode the class", "b_bc_run"), ("Full run", "b_bc_full"),
+                                   "b_bc_stop", "_bc_stop")  # fmt: skip
+    note = st.empty()  # the estimates: written after a run, at the pace it measured
+    if chosen:
+        run = runs[chosen]
+        settings = replace(base, max_new_tokens=run["tokens"])
+
         def save(items: list, finished: bool) -> None:
             results[key] = {"points": [v for kind, v in items if kind == "batch"],
-                            "curve": [v for kind, v in items if kind == "cost"],
-                            "finished": finished, "device": device_name(pair), "settings": settings}
+                            "curve": [v for kind, v in items if kind == "cost"], "run": chosen,
+                            "plan": run, "finished": finished, "device": device_name(pair)}  # fmt: skip
 
-        ui.run_with_progress(batching.class_run(pair, prompts, settings, sizes),
-                             batching.class_steps(settings, sizes), describe, "_bc_stop", save)  # fmt: skip
+        ui.run_with_progress(batching.class_run(pair, prompts[: run["prompts"]], settings, run["sizes"],
+                                                run["cost"]),
+                             batching.class_steps(settings, run["sizes"], run["cost"]), describe, "_bc_stop",
+                             save, weights[chosen], draw=lambda items: live(items, len(items)),
+                             pace_key=pace)  # fmt: skip
+    note.caption(f"**Decode the class** is the quick run: {plan_words(runs['quick'])} "
+                 f"({ui.estimate_text(pace, sum(weights['quick']))}). The full run: "
+                 f"{plan_words(runs['full'])} ({ui.estimate_text(pace, sum(weights['full']))}).")  # fmt: skip
     return results.get(key)
+
+
+def live(items: list, tag: int) -> None:
+    """What a run draws as its results arrive: the throughput so far, then the cost curve so far."""
+    points = [v for kind, v in items if kind == "batch"]
+    rows = batching.class_rows(points, [])
+    ui.chart(charts.batch_throughput_chart(rows, batching.crossover(points)), key=f"_bc_live{tag}")
+    if curve := [v for kind, v in items if kind == "cost"]:
+        ui.chart(charts.batch_cost_chart(curve), key=f"_bc_live_cost{tag}")
 
 
 def describe(item) -> str:
@@ -75,6 +114,7 @@ def show(result: dict) -> None:
     points, curve = result["points"], result["curve"]
     if not result["finished"]:
         st.warning("Stopped: the figures below are partial.")
+    st.caption(f"{'Quick' if result['run'] == 'quick' else 'Full'} run: {plan_words(result['plan'])}.")
     if not points:
         return
     rows = batching.class_rows(points, curve)
@@ -83,7 +123,7 @@ def show(result: dict) -> None:
     ui.chart(charts.batch_throughput_chart(rows, crossover), key="_bc_throughput")
     if curve:
         ui.chart(charts.batch_cost_chart(curve), key="_bc_cost")
-    else:
+    elif result["plan"]["cost"]:
         st.info("The cost curve is measured after the batches.")
     st.table([{  # a table, not a data frame: headers wrap instead of being cut off
         "B": r["batch_size"],
@@ -100,17 +140,23 @@ def show(result: dict) -> None:
     } for r in rows], hide_index=True)  # fmt: skip
     if curve and all(r["expected_ratio"] is not None for r in rows):
         ui.chart(charts.batch_ratio_chart(rows), key="_bc_ratio")
-    explain(rows, curve, crossover, result["device"], result["finished"])
+    explain(rows, curve, crossover, result["device"], result["finished"], result["run"] == "quick")
 
 
-def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str, finished: bool) -> None:
+def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str, finished: bool,
+            quick: bool = False) -> None:  # fmt: skip
     first, last = rows[0], rows[-1]
     text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** "
             "the target alone" + (f"; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. "
                                   if len(rows) > 1 else ". "))
     if crossover is not None:
-        text += (f"It first falls below 1 at **B = {crossover}**: from there on, speculating makes this "
-                 "server slower. ")
+        measured = ", ".join(str(r["batch_size"]) for r in rows)
+        text += (f"It first falls below 1 at **B = {crossover}**" + (f" of the sizes measured ({measured})"
+                 if quick else "") + ": from there on, speculating makes this server slower. ")  # fmt: skip
+    elif quick and finished:
+        text += (f"It has not fallen below 1 up to B = {last['batch_size']} in this quick run: the quick run "
+                 "cannot show where speculation stops paying here; the **full run** goes on to "
+                 f"B = {batching.BATCH_SIZES[-1]}. ")
     elif not finished:
         text += ("It has not fallen below 1 in the batch sizes measured before the stop "
                  f"(up to B = {last['batch_size']}). ")
@@ -144,7 +190,6 @@ intro()
 pair = ui.require_pair()
 measured = measure(pair, st.session_state["_bc_results"])
 if measured is None:
-    st.info("Press **Decode the class**: B = 1, 2, 4, 8 and 16 rows, target-only and speculative, then the "
-            "cost of one target pass for each B. It takes about a minute on a 2-core CPU.")
+    st.info("Press **Decode the class**: the same rows B at a time, target-only and speculative, for each B.")
 else:
     show(measured)

@@ -76,18 +76,36 @@ def run_sets(pair: ModelPair, sets: dict[str, list[str]], settings: Settings) ->
     chat = bool(st.session_state["chat"])
     key = (pair.target.name, pair.drafter_name, settings, chat, json.dumps(sets, sort_keys=True))
     results = st.session_state["_cp_results"]
+    count = sum(len(p) for p in sets.values())
+    pace = f"sets:{pair.target.name}:{pair.drafter_name}:{settings.gamma}"  # seconds per new token
     if ui.run_stop_buttons("Run the prompt sets", "b_sets", "b_cp_stop", "_cp_stop"):
         st.session_state["_cp_loaded"] = None
         try:
             ui.run_with_progress(
-                timing.prompt_set_runs(pair, sets, settings, chat), sum(len(p) for p in sets.values()),
+                timing.prompt_set_runs(pair, sets, settings, chat), count,
                 lambda row: f"{row['category']} · prompt {row['prompt']}: "
                 f"{row['speedup']:.2f}x, acceptance {row['acceptance_rate']:.0%}",
                 "_cp_stop", lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
+                [settings.max_new_tokens] * count, draw=lambda rows: category_charts(rows, len(rows)),
+                pace_key=pace,
             )  # fmt: skip
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
+    if key not in results:
+        st.caption(f"{count} prompt(s) of {settings.max_new_tokens} new tokens each, both ways: "
+                   f"{ui.estimate_text(pace, count * settings.max_new_tokens)}.")  # fmt: skip
     return results.get(key)
+
+
+def category_charts(rows: list[dict], tag: int | str = "") -> None:
+    """The three charts per category, side by side (also drawn live, as the prompts come in)."""
+    cols = st.columns(3)
+    for col, (field, title, axis) in zip(cols, (
+            ("acceptance_rate", "Acceptance rate", "accepted / drafted"),
+            ("tokens_per_pass", "Tokens per target pass", "tokens"),
+            ("speedup", "Speed-up", "x over target only")), strict=True):  # fmt: skip
+        ui.chart(charts.category_chart(rows, field, title, axis), key=f"_cp_{field}{tag}" if tag else None,
+                 container=col)  # fmt: skip
 
 
 def reload_saved() -> dict | None:
@@ -112,12 +130,7 @@ def results(rows: list[dict]) -> list[dict]:
             "speedup": st.column_config.NumberColumn("speed-up (median)", format="%.2fx"),
         },
     )  # fmt: skip
-    cols = st.columns(3)
-    ui.chart(charts.category_chart(rows, "acceptance_rate", "Acceptance rate", "accepted / drafted"),
-             container=cols[0])  # fmt: skip
-    ui.chart(charts.category_chart(rows, "tokens_per_pass", "Tokens per target pass", "tokens"),
-             container=cols[1])  # fmt: skip
-    ui.chart(charts.category_chart(rows, "speedup", "Speed-up", "x over target only"), container=cols[2])
+    category_charts(rows)
     with st.expander("Every prompt"):
         st.dataframe(rows, hide_index=True, width="stretch")
     return summary
@@ -208,7 +221,7 @@ elif ran:
                           "max_new_tokens": settings.max_new_tokens, "chat": bool(st.session_state["chat"])},
              "rows": rows}  # fmt: skip
 else:
-    st.info("Press **Run the prompt sets** (a few seconds per prompt), or reload saved results.")
+    st.info("Press **Run the prompt sets**, or reload saved results.")
     st.stop()
 summary = results(rows)
 save_button(saved)

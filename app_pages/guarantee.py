@@ -19,8 +19,6 @@ TOY_DEFAULT = [
     {"token": "one", "p (target)": 0.12, "q (draft)": 0.05},
     {"token": "my", "p (target)": 0.08, "q (draft)": 0.05},
 ]
-# Ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and the next colour is open.
-SAMPLE_PROMPT = "red, green, blue, red, yellow, blue, red,"
 
 
 def intro() -> None:
@@ -76,7 +74,8 @@ def sampled_outcomes(pair: ModelPair) -> None:
     st.markdown(
         f"Many short runs of the same prompt, each with its own seed, speculative (drafter "
         f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred "
-        "samples show the whole distribution."
+        "samples show the whole distribution. Beside them, a negative control that should *not* match: "
+        "the draft alone (each run's first draft, as if every draft were kept)."
     )
     left, right = st.columns([4, 1])
     left.text_input("Prompt", key="_gu_prompt", max_chars=ui.server_limits().max_prompt_chars)
@@ -86,7 +85,8 @@ def sampled_outcomes(pair: ModelPair) -> None:
         "for this section only): a small top-k keeps the outcomes few enough to count."
     )
     cols = st.columns(4)
-    samples = int(cols[0].number_input("Samples of each kind", 10, 2000, 200, step=10, key="_gu_samples"))
+    samples = int(cols[0].number_input("Samples of each kind (full run)", 10, 2000, 200, step=10,
+                                       key="_gu_samples"))  # fmt: skip
     num_tokens = int(cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens"))
     top_k = cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_gu_topk")
     temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1, key="_gu_temp")
@@ -97,32 +97,57 @@ def sampled_outcomes(pair: ModelPair) -> None:
     if base.rule != SPECULATIVE:
         st.caption("This section samples with speculative sampling, whatever the sidebar's rule: the "
                    "other rules are tried on *The rule on trial*.")  # fmt: skip
-    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, samples, num_tokens)
+    key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, num_tokens)
     results = st.session_state["_gu_results"]
-    if ui.run_stop_buttons("Sample both ways", "b_sample", "b_gu_stop", "_gu_stop"):
+    quick = min(guarantee.QUICK_SAMPLES, samples)
+    pace = f"guarantee:{pair.target.name}:{pair.drafter_name}:{num_tokens}"  # seconds per sample pair
+    chosen = ui.quick_full_buttons(("Sample both ways", "b_sample"),
+                                   (f"Full run ({samples} each)", "b_gu_full"), "b_gu_stop", "_gu_stop")
+    note = st.empty()  # the estimates: written after a run, at the pace it measured
+    if chosen:
+        planned = quick if chosen == "quick" else samples
         ui.run_with_progress(
-            guarantee.sample_outcomes(pair, prompt_ids, settings, samples, num_tokens), samples,
-            lambda tally: f"{tally.samples} of {samples} each", "_gu_stop",
+            guarantee.sample_outcomes(pair, prompt_ids, settings, planned, num_tokens), planned,
+            lambda tally: f"{tally.samples} of {planned} each", "_gu_stop",
             lambda tallies, finished: results.__setitem__(key, (tallies[-1], finished)),
+            draw=lambda tallies: live_tally(pair, tallies[-1], planned), pace_key=pace,
         )  # fmt: skip
+    note.caption(f"**Sample both ways** is the quick run: {quick} samples of each kind "
+                 f"({ui.estimate_text(pace, quick)}). The full run takes {samples} of each "
+                 f"({ui.estimate_text(pace, samples)}) and resolves smaller differences.")  # fmt: skip
     if key not in results:
         st.info("Press **Sample both ways**.")
         return
     tally, finished = results[key]
     if not finished:
         st.warning(f"Stopped after {tally.samples} samples of each kind.")
-    show_tally(pair, tally)
+    show_tally(pair, tally, samples)
 
 
-def show_tally(pair: ModelPair, tally: guarantee.SampleTally) -> None:
+def tally_chart(pair: ModelPair, tally: guarantee.SampleTally, planned: int | None = None):
+    """The sampled outcomes as a figure: the 20 most frequent, speculative, target only and the draft
+    alone. `planned`: while a run is under way, its size (said in the title)."""
     outcomes = sorted(
         set(tally.speculative) | set(tally.target), key=lambda o: -(tally.speculative[o] + tally.target[o])
     )[:20]
     names = [" ".join(token_label(pair, t) for t in outcome) for outcome in outcomes]
-    n_spec, n_plain = sum(tally.speculative.values()), sum(tally.target.values())
-    title = f"First {tally.num_tokens} token(s): {n_spec} speculative vs {n_plain} target-only samples"
-    ui.chart(charts.empirical_chart(names, [tally.speculative[o] / n_spec for o in outcomes],
-                                    [tally.target[o] / n_plain for o in outcomes], title))  # fmt: skip
+    n_spec, n_plain, n_control = (sum(c.values()) for c in (tally.speculative, tally.target, tally.control))
+    so_far = f" (of {planned}, so far)" if planned else ""
+    title = f"First {tally.num_tokens} token(s): {n_spec}{so_far} speculative vs {n_plain} target only"
+    control = [tally.control[o] / n_control for o in outcomes] if n_control else None
+    return charts.empirical_chart(names, [tally.speculative[o] / n_spec for o in outcomes],
+                                  [tally.target[o] / n_plain for o in outcomes], title, control)  # fmt: skip
+
+
+def live_tally(pair: ModelPair, tally: guarantee.SampleTally, planned: int) -> None:
+    """What a run draws as its samples arrive: the chart so far and its verdict so far."""
+    ui.chart(tally_chart(pair, tally, planned), key=f"_gu_live{tally.samples}")
+    st.caption(f"So far: TV {tv_distance(tally.speculative, tally.target):.3f} between speculative and "
+               "target only. The verdict, against the noise band, comes when the run ends.")  # fmt: skip
+
+
+def show_tally(pair: ModelPair, tally: guarantee.SampleTally, full_samples: int) -> None:
+    ui.chart(tally_chart(pair, tally))
     tv = tv_distance(tally.speculative, tally.target)
     test = chi_square_two_sample(tally.speculative, tally.target)
     cols = st.columns(4)
@@ -131,16 +156,11 @@ def show_tally(pair: ModelPair, tally: guarantee.SampleTally) -> None:
                    help=f"χ² = {test.statistic:.2f} on {test.dof} dof (rare outcomes pooled)")  # fmt: skip
     cols[2].metric("Drafts tested", tally.drafted)
     cols[3].metric("Drafts rejected", tally.rejected)
-    verdict = (
-        "no evidence that the two differ"
-        if test.p_value >= 0.05
-        else "a difference this large would be rare (p < 0.05) if the distributions were equal"
-    )
-    st.markdown(
-        f"TV distance **{tv:.3f}**, χ² p-value **{test.p_value:.2f}**: {verdict}. Two samples of "
-        f"{tally.samples} from one distribution still differ by sampling noise (TV of a few hundredths "
-        "is normal); the p-value is the chance of a gap at least this large if they were the same."
-    )
+    same, control = guarantee.verdict_words(tally, full_samples)
+    st.markdown(f"{same}\n\n{control}")
+    st.caption("The noise band is the 95th percentile of the TVs of 200 random re-splits of the two samples "
+               "pooled: what sampling alone gives. The χ² p-value is the chance of a gap at least this large "
+               "if the two were the same.")  # fmt: skip
     if tally.drafted == 0:
         st.warning(
             "The drafter proposed nothing for these tokens (an n-gram drafter needs a repeat in "
@@ -189,7 +209,7 @@ def greedy_equality(pair: ModelPair) -> None:
 
 
 ui.init_state()
-st.session_state.setdefault("_gu_prompt", SAMPLE_PROMPT)
+st.session_state.setdefault("_gu_prompt", guarantee.SAMPLE_PROMPT)
 st.session_state.setdefault("_gu_chat", False)
 st.session_state.setdefault("_gu_results", {})
 intro()

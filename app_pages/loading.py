@@ -80,8 +80,10 @@ def loading_now() -> threading.Thread | None:
     return thread if thread.is_alive() else None
 
 
-LOADING_MESSAGE = ("Loading the models… (once per server, about half a minute on a 2-core CPU). "
-                   "The menu works meanwhile; this page goes on by itself.")  # fmt: skip
+# No fixed estimate of the load's time: it varies with the machine and its load (29-37 s on an idle
+# 2-core machine, over a minute on a busy one: docs/LOG.md); the page counts the seconds instead.
+LOADING_MESSAGE = ("Loading the models… (once per server). The menu works meanwhile; this page goes on "
+                   "by itself.")  # fmt: skip
 
 
 def wait_for_models(thread: threading.Thread) -> None:
@@ -90,7 +92,8 @@ def wait_for_models(thread: threading.Thread) -> None:
     started = time.monotonic()
     note = st.empty()
     while thread.is_alive():
-        note.info(f"{LOADING_MESSAGE} {time.monotonic() - started:.0f} s", icon=":material/hourglass_top:")
+        note.info(f"{LOADING_MESSAGE} {time.monotonic() - started:.0f} s so far",
+                  icon=":material/hourglass_top:")  # fmt: skip
         thread.join(timeout=1.0)
     note.empty()
     st.rerun()

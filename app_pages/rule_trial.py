@@ -11,7 +11,7 @@ from specdec.errors import SpecDecError
 from specdec.lab import charts, rules
 from specdec.models.pair import ModelPair
 
-DEFAULT_SAMPLES = 150  # with top-k 5: well under a minute on the 2-core machine (docs/LOG.md)
+DEFAULT_SAMPLES = 150  # with top-k 5: the time it takes is measured and shown (docs/LOG.md)
 QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
 
 
@@ -68,6 +68,7 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
     key = (pair.target.name, pair.drafter_name, tuple(context), settings, samples, num_tokens)
     results = st.session_state["_rt_results"]
     pressed = ui.run_stop_buttons("Put the rules on trial", "b_rt_run", "b_rt_stop", "_rt_stop")
+    pace = f"trial:{pair.target.name}:{pair.drafter_name}:{num_tokens}"  # seconds per sample
     if st.session_state.pop("_rt_autorun", False) or pressed:
         try:
             steps = rules.rule_trial(pair, context, settings, samples, num_tokens)
@@ -75,13 +76,14 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
                 steps, samples, lambda trial: f"{trial.samples} of {samples} samples of each kind",
                 "_rt_stop",
                 lambda trials, done: results.__setitem__(key, (trials[-1], done)),
+                draw=lambda trials: live_trial(trials[-1]), pace_key=pace,
             )  # fmt: skip
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
             return None
     if key not in results:
         st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
-                "of the target: well under a minute at the default size).")  # fmt: skip
+                f"of the target: {ui.estimate_text(pace, samples)}).")  # fmt: skip
         return context, settings, samples
     trial, finished = results[key]
     rows = [asdict(r) for r in rules.trial_results(trial)]
@@ -90,6 +92,13 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
     show_trial(rows, temperature)
     rule_exact.exact_section(pair, trial, rows, prompt_ids, position)
     return context, settings, samples
+
+
+def live_trial(trial) -> None:
+    """What a trial draws as its samples arrive: each rule's TV so far against the noise band so far."""
+    rows = [asdict(r) for r in rules.trial_results(trial)]
+    if rows:
+        ui.chart(charts.rule_trial_chart(rows, rows[0]["tv_noise_band"]), key=f"_rt_live{trial.samples}")
 
 
 def band_cell(tv: float, band: float) -> str:
@@ -156,18 +165,23 @@ def sweep_section(pair: ModelPair) -> None:
     total = per_set * len(prompt_sets) * len(rules.SWEEP_TEMPERATURES)
     key = (pair.target.name, pair.drafter_name, settings, per_set, chat)
     results = st.session_state["_rt_sweep"]
+    pace = f"sweep:{pair.target.name}:{pair.drafter_name}:{settings.gamma}"  # seconds per prompt run
     if ui.run_stop_buttons("Sweep the temperature", "b_rt_sweep", "b_rt_sweep_stop", "_rt_sweep_stop"):
         try:
             ui.run_with_progress(
                 rules.temperature_sweep(pair, prompt_sets, settings, chat), total,
                 lambda row: f"T = {row['temperature']:g}, {row['category']} prompt {row['prompt']}",
                 "_rt_sweep_stop", lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
+                draw=lambda rows: ui.chart(charts.temperature_sweep_chart(rules.sweep_summary(rows)),
+                                           key=f"_rt_sweep_live{len(rows)}"),
+                pace_key=pace,
             )  # fmt: skip
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
             return
     if key not in results:
-        st.info(f"Press **Sweep the temperature** ({total} prompt runs, each speculative and target-only).")
+        st.info(f"Press **Sweep the temperature** ({total} prompt runs, each speculative and target-only: "
+                f"{ui.estimate_text(pace, total)}).")  # fmt: skip
         return
     rows, finished = results[key]
     if not finished:

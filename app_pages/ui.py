@@ -8,7 +8,8 @@ Pages go widgets -> specdec API (models/, lab/) -> specdec.lab.charts; nothing h
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import streamlit as st
 
@@ -37,6 +38,7 @@ from app_pages.sidebar import (  # noqa: F401 - re-exported for the pages
     sidebar_controls,
     write_url,
 )
+from specdec.lab import eta
 from specdec.lab.charts.style import for_projector
 from specdec.lab.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
 from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
@@ -102,31 +104,90 @@ def run_stop_buttons(label: str, run_key: str, stop_key: str, stop_flag: str) ->
     return clicked
 
 
+def quick_full_buttons(quick: tuple[str, str], full: tuple[str, str], stop_key: str,
+                       stop_flag: str) -> str | None:  # fmt: skip
+    """A long experiment's three buttons: the quick run (primary: the page's default answer), the full
+    run one click more, and Stop (as run_stop_buttons). `quick`, `full`: (label, key). Returns "quick",
+    "full" or None."""
+
+    def stop() -> None:
+        st.session_state[stop_flag] = True
+
+    buttons = st.columns([2, 2, 1, 3])
+    chosen = None
+    if buttons[0].button(quick[0], type="primary", key=quick[1], width="stretch"):
+        chosen = "quick"
+    if buttons[1].button(full[0], key=full[1], width="stretch"):
+        chosen = "full"
+    buttons[2].button("Stop", key=stop_key, on_click=stop, width="stretch")
+    if chosen:
+        st.session_state[stop_flag] = False
+    return chosen
+
+
 def chart(figure, key: str | None = None, container=st) -> None:
     """A Plotly figure with the app's one chart configuration; in presenter mode, its text larger."""
     container.plotly_chart(for_projector(figure) if presenter() else figure, config=CHART_CONFIG, key=key)
 
 
+DRAW_EVERY = 1.0  # seconds between two live drawings of a run's chart (the first result draws at once)
+
+
+@st.cache_resource(show_spinner=False)
+def measured_paces() -> dict[str, eta.Pace]:
+    """Server-wide: the pace of the last finished run of each kind, for the estimate before a run."""
+    return {}
+
+
+def estimate_text(pace_key: str, weight: float) -> str:
+    """Before a run: its time at the pace the last run of its kind took on this server, or that the
+    time left is shown once the first results are in (nothing measured yet)."""
+    measured = measured_paces().get(pace_key)
+    if measured is None:
+        return "the time left shows once the first results are in"
+    return f"about {eta.say_seconds(measured.seconds_for(weight))} at the pace measured on this server"
+
+
 def run_with_progress(
     steps: Iterator, total: int, describe: Callable[[object], str], stop_flag: str,
-    save: Callable[[list, bool], None],
+    save: Callable[[list, bool], None], weights: Sequence[float] | None = None,
+    draw: Callable[[list], None] | None = None, pace_key: str | None = None,
 ) -> list:  # fmt: skip
-    """Drive a long measurement with a progress bar, saving what it has after every step.
+    """Drive a long measurement with a progress bar and the time left, saving what it has after every
+    step.
 
     `save(items, finished)` is called after each step, so a Stop (which reruns the page) keeps the
-    work done so far; the stop flag is also checked between steps. Returns the items produced.
+    work done so far; the stop flag is also checked between steps. `weights`: each step's relative
+    size (default: equal), from which the time left is extrapolated at the pace measured so far.
+    `draw(items)`, if given, draws the results so far into a placeholder under the progress bar after
+    the first step and then at most every DRAW_EVERY seconds; it is cleared at the end, for the page's
+    own drawing. A finished run's pace is kept under `pace_key` (estimate_text). Returns the items.
     """
+    weights = list(weights) if weights is not None else [1.0] * total
     progress = st.progress(0.0, text="starting…")
+    live = st.empty() if draw is not None else None
     items: list = []
+    start, drawn = time.monotonic(), float("-inf")
     for item in steps:
         items.append(item)
         save(items, False)
-        progress.progress(min(len(items) / max(total, 1), 1.0), text=describe(item))
+        elapsed = time.monotonic() - start
+        left = eta.seconds_left(elapsed, weights, len(items)) if len(items) < len(weights) else None
+        text = describe(item) + (f" · about {eta.say_seconds(left)} left" if left else "")
+        progress.progress(min(len(items) / max(total, 1), 1.0), text=text)
+        if live is not None and time.monotonic() - drawn >= DRAW_EVERY:
+            with live.container():
+                draw(items)
+            drawn = time.monotonic()
         if st.session_state.get(stop_flag):
             break
     else:
         save(items, True)
+        if pace_key is not None and (measured := eta.pace(time.monotonic() - start, sum(weights))):
+            measured_paces()[pace_key] = measured
     progress.empty()
+    if live is not None:
+        live.empty()
     return items
 
 

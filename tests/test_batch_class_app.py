@@ -1,5 +1,6 @@
-"""The page "A class is a batch" in AppTest with the tiny pair: a run fills the charts and the table,
-Stop keeps what was measured, and a feature head is refused in one line."""
+"""The page "A class is a batch" in AppTest with the tiny pair: a full run fills the charts and the
+table, Stop keeps what was measured, and a feature head is refused in one line. (The quick default:
+tests/test_quick_runs.py.)"""
 
 from test_app import assert_clean, errors, make_app
 
@@ -10,14 +11,14 @@ def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
-def test_a_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs):
+def test_a_full_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2, temperature=0.0)
     assert_clean(at)
     assert not errors(at)
     assert "Thirty students" in markdown(at) and "Decode the class" in at.info[0].value
     at.slider(key="_bc_tokens").set_value(8)
     at.slider(key="_bc_prompts").set_value(2).run()
-    at.button(key="b_bc_run").click().run()
+    at.button(key="b_bc_full").click().run()
     assert_clean(at)
     assert not errors(at)
     rows = at.table[0].value.to_dict("records")

@@ -28,6 +28,10 @@ from specdec.models.runs import generate
 from specdec.paths import HELD_OUT_PROMPT_SETS
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
+# The page's default (quick) run: a first answer well within 20 s on the 2-core machine with the
+# crossover still in view (docs/LOG.md, "No dead air"). The full run: the page's sliders, BATCH_SIZES
+# and the cost curve.
+QUICK_RUN = {"tokens": 16, "prompts": 2, "sizes": (1, 4, 16), "cost": False}
 COST_CONTEXT = 64  # cached tokens per row before a timed pass (a prompt's worth)
 
 
@@ -235,21 +239,50 @@ def crossover(points: list[BatchPoint]) -> int | None:
 
 
 def class_run(pair: ModelPair, prompts: list[list[int]], settings: Settings,
-              batch_sizes=BATCH_SIZES) -> Iterator[tuple[str, object]]:
-    """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then ("cost", row)
-    per point of the cost curve: B rows of 1, 2, ... γ + 1 tokens each (class_steps in all). Every
-    count is timed, not interpolated: on a CPU the cost is far from smooth in the tokens (on the
-    2-core machine 4 rows × 3 tokens took 115 ms, 8 rows × 1 token 74 ms: docs/LOG.md, "A class is a
-    batch: speculation under load")."""
+              batch_sizes=BATCH_SIZES, cost: bool = True) -> Iterator[tuple[str, object]]:
+    """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then (`cost`)
+    ("cost", row) per point of the cost curve: B rows of 1, 2, ... γ + 1 tokens each (class_steps in
+    all). Every count is timed, not interpolated: on a CPU the cost is far from smooth in the tokens
+    (on the 2-core machine 4 rows × 3 tokens took 115 ms, 8 rows × 1 token 74 ms: docs/LOG.md, "A
+    class is a batch: speculation under load")."""
     for point in batch_sweep(pair, prompts, settings, batch_sizes):
         yield "batch", point
-    for row in cost_curve(pair, batch_sizes, tuple(range(1, settings.gamma + 2))):
-        yield "cost", row
+    if cost:
+        for row in cost_curve(pair, batch_sizes, tuple(range(1, settings.gamma + 2))):
+            yield "cost", row
 
 
-def class_steps(settings: Settings, batch_sizes=BATCH_SIZES) -> int:
+def class_steps(settings: Settings, batch_sizes=BATCH_SIZES, cost: bool = True) -> int:
     """How many items class_run yields."""
-    return len(batch_sizes) * (1 + settings.gamma + 1)
+    return len(batch_sizes) * (1 + (settings.gamma + 1 if cost else 0))
+
+
+# Tokens in one pass from which it costs about twice a one-token pass: the cost curve of 2026-12-01
+# (docs/LOG.md, "A class is a batch: speculation under load"; 1 row 33 ms, 8 tokens 74 ms, 16 tokens
+# 96 ms, 80 tokens 263 ms). Only the shape of the time-left estimate uses it; its pace is measured.
+PASS_KNEE = 8
+
+
+def pass_units(tokens_in_pass: float) -> float:
+    """A pass's cost in one-token passes, roughly: flat while memory-bound, then linear."""
+    return 1.0 + tokens_in_pass / PASS_KNEE
+
+
+def class_weights(settings: Settings, prompt_count: int, batch_sizes=BATCH_SIZES,
+                  cost: bool = True) -> list[float]:
+    """Each class_run step's relative time, in one-token passes, for the time left while it runs:
+    a batch size B decodes ceil(P / B) batches of `max_new_tokens` tokens each way, in passes of about
+    2B tokens on average (B one-token rows target-only; fewer speculative passes of B rows × (k̄ + 1));
+    a cost point is a prefill of B × COST_CONTEXT tokens and four timed passes."""
+    weights = []
+    for batch_size in batch_sizes:
+        batches = math.ceil(prompt_count / batch_size)
+        weights.append(batches * settings.max_new_tokens * 2 * pass_units(2 * batch_size))
+    if cost:
+        for batch_size in batch_sizes:
+            weights += [pass_units(batch_size * COST_CONTEXT) + 4 * pass_units(batch_size * count)
+                        for count in range(1, settings.gamma + 2)]  # fmt: skip
+    return weights
 
 
 def class_rows(points: list[BatchPoint], curve: list[dict]) -> list[dict]:

@@ -9,9 +9,18 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from specdec.config import SPECULATIVE
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK
+from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_band
 from specdec.lab.timing import timed_run
+
+# The page's prompt: it ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and
+# the next colour is open.
+SAMPLE_PROMPT = "red, green, blue, red, yellow, blue, red,"
+# The page's default (quick) run: a first answer well within 20 s on the 2-core machine (docs/LOG.md,
+# "No dead air"); the full run, one click more, takes the page's sample count.
+QUICK_SAMPLES = 40
 
 
 @dataclass(frozen=True)
@@ -50,13 +59,20 @@ def toy_rule(target_weights: list[float], draft_weights: list[float]) -> ToyRule
 
 @dataclass
 class SampleTally:
-    """Outcomes (the first few tokens) of many short runs of both kinds, and what the rule did."""
+    """Outcomes (the first few tokens) of many short runs of both kinds, and what the rule did.
+
+    The negative control is the draft alone: the tokens the speculative run drafted first, as if
+    every draft were accepted. It is not the target's distribution (unless the draft is the target),
+    and how far it is from it at the first token is known exactly: 1 − Σ min(p, q), the chance the
+    rule rejects the first draft (`draft_tv`)."""
 
     num_tokens: int
     speculative: Counter = field(default_factory=Counter)
     target: Counter = field(default_factory=Counter)
+    control: Counter = field(default_factory=Counter)  # the first num_tokens drafts, where drafted
     drafted: int = 0
     rejected: int = 0
+    draft_tv: float | None = None  # TV(p, q) at the first token, exact: 1 − Σ min(p, q)
 
     @property
     def samples(self) -> int:
@@ -75,9 +91,72 @@ def sample_outcomes(pair, prompt_ids, settings, num_samples: int, num_tokens: in
         plain = timed_run(pair, prompt_ids, short, False, lock)
         tally.speculative[tuple(spec.token_ids[:num_tokens])] += 1
         tally.target[tuple(plain.token_ids[:num_tokens])] += 1
+        first = spec.traces[0] if spec.traces else None
+        if first is not None and len(first.drafted_tokens) >= num_tokens:
+            tally.control[tuple(first.drafted_tokens[:num_tokens])] += 1
+        if first is not None and first.expected_accept and first.rule == SPECULATIVE:
+            tally.draft_tv = max(0.0, 1.0 - first.expected_accept[0])
         tally.drafted += sum(t.num_drafted for t in spec.traces)
         tally.rejected += sum(t.num_tested - t.num_accepted for t in spec.traces)
         yield tally
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One sample against the target-only sample: their TV, the noise band of two samples of these
+    sizes from one distribution (95 % of re-splits fall inside it), and the χ² test's p-value."""
+
+    tv: float
+    band: float
+    p_value: float
+
+    @property
+    def inside(self) -> bool:
+        return self.tv <= self.band
+
+
+def compare(sample: Counter, target: Counter) -> Comparison | None:
+    """`sample` against `target`; None while either is empty."""
+    if not sum(sample.values()) or not sum(target.values()):
+        return None
+    return Comparison(tv_distance(sample, target), tv_noise_band(sample, target),
+                      chi_square_two_sample(sample, target).p_value)  # fmt: skip
+
+
+def verdict_words(tally: SampleTally, full_samples: int) -> tuple[str, str]:
+    """The page's claim read against this run's numbers: (speculative against the target, the draft
+    alone against the target), each a sentence with its figures. Says plainly when the run is too
+    small to resolve the draft from the target, and roughly what `full_samples` would resolve."""
+    spec, control = compare(tally.speculative, tally.target), compare(tally.control, tally.target)
+    n = tally.samples
+    if spec is None:
+        return "No samples yet.", ""
+    if spec.inside:
+        first = (f"Speculative sampling lands inside the noise band: TV {spec.tv:.3f} ≤ {spec.band:.3f}, "
+                 f"what two samples of {n} from one distribution differ by 19 times in 20 "
+                 f"(χ² p = {spec.p_value:.2f}).")  # fmt: skip
+    else:
+        first = (f"Speculative sampling lands outside the noise band this time: TV {spec.tv:.3f} > "
+                 f"{spec.band:.3f} (χ² p = {spec.p_value:.2f}). Samples from one distribution do that 1 time "
+                 "in 20 by chance alone: run again, or run the full run.")
+    if control is None:
+        return first, "The drafter proposed nothing here, so there is no draft-alone control."
+    exact = ("" if tally.draft_tv is None
+             else f" (exactly {tally.draft_tv:.3f} at the first token: 1 − Σ min(p, q))")  # fmt: skip
+    if not control.inside:
+        second = (f"The negative control, the draft alone (every draft accepted), is caught: TV "
+                  f"{control.tv:.3f} from the target, outside its band {control.band:.3f}{exact}.")
+    elif tally.draft_tv is not None and tally.draft_tv < control.band:
+        resolves = control.band * (n / full_samples) ** 0.5 if full_samples > n else control.band
+        second = (f"This run cannot resolve the negative control: the draft alone differs from the target by "
+                  f"TV {tally.draft_tv:.3f} at the first token, less than the {control.band:.3f} that {n} "
+                  f"samples a side can tell from noise (measured: TV {control.tv:.3f}). The full run "
+                  f"({full_samples} a side) resolves about {resolves:.3f}.")
+    else:
+        second = (f"The negative control, the draft alone, was not caught this time: TV {control.tv:.3f}, "
+                  f"inside its band {control.band:.3f}{exact}; at {n} samples a side a difference this "
+                  "size is near the edge of what the noise lets through: run the full run.")
+    return first, second
 
 
 @dataclass(frozen=True)

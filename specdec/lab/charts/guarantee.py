@@ -42,9 +42,12 @@ def toy_chart(
 
 
 def empirical_chart(
-    labels: list[str], speculative: list[float], target: list[float], title: str
-) -> go.Figure:
-    """Two empirical distributions over the same outcomes, side by side."""
+    labels: list[str], speculative: list[float], target: list[float], title: str,
+    control: list[float] | None = None,
+) -> go.Figure:  # fmt: skip
+    """Empirical distributions over the same outcomes, side by side: speculative, target only, and the
+    negative control (the draft alone) where given. Any number of samples, from the first pair on: a
+    run draws this as its results arrive."""
     names = token_names(list(range(len(labels))), dict(enumerate(labels)), width=28)  # outcomes: a few tokens
     fig = go.Figure()
     fig.add_bar(
@@ -61,6 +64,14 @@ def empirical_chart(
         marker_color=PLAIN_COLOR,
         hovertemplate="%{x}: %{y:.3f}<extra>target only</extra>",
     )
+    if control is not None:
+        fig.add_bar(
+            x=names,
+            y=control,
+            name="draft alone (negative control)",
+            marker_color=Q_COLOR,
+            hovertemplate="%{x}: %{y:.3f}<extra>draft alone</extra>",
+        )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="frequency")
     return styled(fig, title, height=320)
