@@ -49,6 +49,8 @@ WARPS = [
 ]
 
 
+@pytest.mark.slow  # 10 × 4,000 sampled rounds, ~1.6 s each; the fast loop keeps test_acceptance_exact's
+# enumeration (any p and q: a warp only changes them) and one sampled law (whole rounds, below)
 @pytest.mark.parametrize("warp", WARPS, ids=str)
 @pytest.mark.parametrize("pair", LOGITS)
 def test_emitted_tokens_follow_the_warped_target(pair, warp):
@@ -73,6 +75,7 @@ def test_bonus_and_later_tokens_follow_the_target_too():
     assert p_value(counts, target_probs) > P_VALUE_FLOOR
 
 
+@pytest.mark.slow  # 4,000 sampled rounds, ~1.9 s
 def test_negative_control_resampling_from_target_is_detected():
     """A classic bug: on rejection, sample from p instead of the residual. The test must catch it."""
 
@@ -90,6 +93,7 @@ def test_negative_control_resampling_from_target_is_detected():
     assert p_value(counts, target_probs) < P_VALUE_FLOOR
 
 
+@pytest.mark.slow  # 4,000 sampled rounds, ~1.7 s
 def test_negative_control_unwarped_draft_is_detected():
     """Judging a warped target against an *unwarped* draft breaks exactness; the test sees it."""
     target_logits, draft_logits = LOGITS["peaked"]

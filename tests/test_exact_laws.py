@@ -82,6 +82,7 @@ def test_every_replacement_gives_a_distribution(on_reject):
     assert float(law.sum()) == pytest.approx(1.0) and bool((law >= 0).all())
 
 
+@pytest.mark.slow  # 4,000 sampled rounds each, ~3 s; the exact laws of these rules are tested above
 @pytest.mark.parametrize("text, on_reject", [("p > q", "residual"), ("sqrt(p/q)", "draft"),
                                              ("p/(p+q)", "target-other")])  # fmt: skip
 def test_a_sampled_student_rule_emits_its_exact_law(text, on_reject):
@@ -109,6 +110,7 @@ def test_what_samples_can_see():
     assert "the draft gives the target's top token 't0' q = 0.100" in words and "TV here is 0.040," in words
 
 
+@pytest.mark.slow  # 300 sampled runs of every rule and the target on the tiny pair, ~7 s
 def test_the_tiny_pairs_sampled_tv_is_its_exact_tv_within_the_noise(close_pair):  # noqa: F811
     settings = Settings(gamma=3, sampling=SamplingConfig(2.0, 5, 1.0))
     prompt_ids = close_pair.encode_prompt("The quick brown", False, 8)

@@ -76,7 +76,17 @@ def corpus(tiny_target, vocab):
 
 @pytest.fixture(scope="module")
 def tiny_head(tiny_target, corpus, vocab):
+    """Trained for 150 steps on the target's own text (the corpus and the training: ~10 s of CPU)."""
     return train_tiny_head(tiny_target, corpus[:40], list(range(vocab)), steps=150)
+
+
+@pytest.fixture(scope="module")
+def untrained_head(tiny_target):
+    """A head as training starts it (from the target's last layer: its drafts are sometimes right). The
+    engine's laws hold for any head: the fast loop checks them with this one, the slow tests with the
+    trained one."""
+    torch.manual_seed(0)
+    return build_head(tiny_target, layers=1).eval()
 
 
 def head_drafter(tiny_target, tiny_head, vocab, token_ids=None):
@@ -85,6 +95,7 @@ def head_drafter(tiny_target, tiny_head, vocab, token_ids=None):
     return target, FeatureDrafter(tiny_head, target, reduced, step=head_step_by_hand(tiny_head))
 
 
+@pytest.mark.slow  # the tiny target writes 48 continuations and a head trains 150 steps on them, ~10 s
 def test_training_raises_the_heads_agreement_on_held_out_text(tiny_target, corpus, tiny_head, vocab):
     embed, rows = tiny_target.get_input_embeddings(), tiny_target.lm_head.weight.detach()
     held_out = corpus[40:]
@@ -159,12 +170,12 @@ def test_cached_target_keeps_and_rolls_back_its_features(tiny_target, vocab):
 
 @pytest.mark.parametrize(("lookup_first", "threshold"), [(False, None), (False, 0.05), (True, None)],
                          ids=["fixed", "adaptive 0.05", "lookup first"])
-def test_greedy_with_the_head_equals_greedy_target_only(tiny_target, tiny_head, vocab, lookup_first,
+def test_greedy_with_the_head_equals_greedy_target_only(tiny_target, untrained_head, vocab, lookup_first,
                                                         threshold):
     greedy = SamplingConfig(temperature=0)
     plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, greedy,
                                                 torch.Generator(), 40)]
-    target, drafter = head_drafter(tiny_target, tiny_head, vocab)
+    target, drafter = head_drafter(tiny_target, untrained_head, vocab)
     if lookup_first:
         drafter = LookupThenModelDrafter(NgramDrafter(vocab), drafter)
     settings = Settings(4, greedy, 40, adaptive=threshold is not None, draft_threshold=threshold or 0.2)
@@ -174,10 +185,10 @@ def test_greedy_with_the_head_equals_greedy_target_only(tiny_target, tiny_head, 
     assert 0 < accepted < drafted  # drafts were accepted, and some rejected mid-round
 
 
-def test_head_reads_the_same_state_after_rollbacks_as_from_scratch(tiny_target, tiny_head, vocab):
+def test_head_reads_the_same_state_after_rollbacks_as_from_scratch(tiny_target, untrained_head, vocab):
     """After rounds with rejections, the head's q equals that of a fresh head fed the same text: the
     target's features and the head's own cache were rolled back to exactly the verified tokens."""
-    target, drafter = head_drafter(tiny_target, tiny_head, vocab)
+    target, drafter = head_drafter(tiny_target, untrained_head, vocab)
     sampling, generator = SamplingConfig(), torch.Generator().manual_seed(4)
     tokens, rejections = list(PROMPT), 0
     for trace in speculative_rounds(target, drafter, PROMPT, Settings(3, sampling, 30, adaptive=False),
@@ -187,7 +198,7 @@ def test_head_reads_the_same_state_after_rollbacks_as_from_scratch(tiny_target, 
         assert target.features.shape[0] == target.cache_length == len(tokens) - 1
         assert drafter.cache_length <= target.cache_length
         ahead = drafter.propose(tokens, 2, sampling, torch.Generator().manual_seed(9))
-        fresh_target, fresh = head_drafter(tiny_target, tiny_head, vocab)
+        fresh_target, fresh = head_drafter(tiny_target, untrained_head, vocab)
         fresh_target.extend(tokens[:-1])
         scratch = fresh.propose(tokens, 2, sampling, torch.Generator().manual_seed(9))
         assert ahead.tokens.tolist() == scratch.tokens.tolist()
@@ -196,10 +207,10 @@ def test_head_reads_the_same_state_after_rollbacks_as_from_scratch(tiny_target, 
     assert rejections > 0
 
 
-def test_first_token_is_exactly_the_targets_over_every_draft_and_coin(tiny_target, tiny_head, vocab):
+def test_first_token_is_exactly_the_targets_over_every_draft_and_coin(tiny_target, untrained_head, vocab):
     """Enumerate the head's q (a reduced head: q = 0 off its tokens) against the target's p."""
     warp = SamplingConfig(temperature=1.0)
-    target, drafter = head_drafter(tiny_target, tiny_head, vocab, token_ids=list(range(0, vocab, 3)))
+    target, drafter = head_drafter(tiny_target, untrained_head, vocab, token_ids=list(range(0, vocab, 3)))
     target.extend(PROMPT[:-1])
     q = drafter.propose(PROMPT, 1, warp, torch.Generator()).probs[0].double()
     p = warp_probs(CachedModel(tiny_target, vocab).extend(PROMPT)[-1:], warp)[0].double()

@@ -53,6 +53,7 @@ def goodness_of_fit(counts: torch.Tensor, law: torch.Tensor) -> float:
     return chisquare(counts[support].numpy(), expected.numpy()).pvalue
 
 
+@pytest.mark.slow  # 4,000 sampled rounds a rule, ~2 s each; test_exact_laws enumerates each rule's law
 @pytest.mark.parametrize("name", RULE_NAMES)
 def test_each_rule_emits_its_own_exact_law(name):
     rule = RULES[name]
@@ -76,6 +77,7 @@ def close_pair(tmp_path_factory):
     return ModelPair.load(str(root / "target"), str(root / "draft"))
 
 
+@pytest.mark.slow  # 300 sampled runs of every rule and of the target on the tiny pair, ~7 s
 def test_the_trial_catches_the_lossy_rules_with_the_tiny_pair(close_pair):
     # At T = 2 with top-k 5 this prompt's first token has a moderate argmax the draft often proposes.
     settings = Settings(gamma=3, sampling=SamplingConfig(2.0, 5, 1.0))

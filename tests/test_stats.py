@@ -92,6 +92,7 @@ def test_speedup_report_by_hand():
     assert theory.on_this_machine == pytest.approx(2.5)  # all accepted: theory = measurement
 
 
+@pytest.mark.slow  # 120 trials of 100 re-splits each, ~5 s
 def test_a_sample_of_the_same_distribution_falls_inside_the_noise_band_about_19_times_in_20():
     # Two target halves and a third sample (a lossless rule's), all of 150 draws from one distribution:
     # the third's TV from the first half lands inside the band [0, 95th percentile of the re-splits]

@@ -98,6 +98,7 @@ def test_an_instructors_link_opens_student_mode_with_the_same_rounds(tiny_pair_d
 def test_a_link_with_an_unknown_question_falls_back_with_a_notice(tiny_pair_dirs):
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["target"] = tiny_pair_dirs["target"]
+    at.session_state["drafter"] = tiny_pair_dirs["draft"]  # not the bundled draft, loaded in the background
     at.query_params.update({"student": "1", "question": "essay"})
     at.run()
     assert at.session_state["question"] == "tick"
