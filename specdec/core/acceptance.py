@@ -114,17 +114,19 @@ def greedy_accept(
 ) -> Verdict:
     """Temperature 0: keep drafts while they equal the target's argmax, then emit the target's argmax.
 
-    The output is then exactly what greedy decoding with the target alone would produce.
+    The output is then exactly what greedy decoding with the target alone would produce. p and q may
+    stay on the model's device: the argmaxes are taken there and only the k + 1 ids, and p and q at
+    the drafts, come to the host.
     """
     k = draft_tokens.shape[0]
     positions = torch.arange(k)
-    target_argmax = target_probs.argmax(dim=-1)  # (k+1,)
+    target_argmax = target_probs.argmax(dim=-1).cpu()  # (k+1,)
     matches = (draft_tokens == target_argmax[:k]).float()
     mismatches = (matches == 0).nonzero()
     num_accepted = int(mismatches[0]) if len(mismatches) else k
     return Verdict(
-        draft_token_probs=draft_probs[positions, draft_tokens],
-        target_token_probs=target_probs[positions, draft_tokens],
+        draft_token_probs=draft_probs[positions, draft_tokens].cpu(),
+        target_token_probs=target_probs[positions, draft_tokens].cpu(),
         accept_probs=matches,
         uniforms=None,
         num_accepted=num_accepted,
@@ -305,8 +307,9 @@ def _typical_expected(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> 
 
 
 def greedy_expected(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
-    """At temperature 0 the draft proposes its argmax and the target keeps it if it is its own."""
-    return (draft_probs.argmax(dim=-1) == target_probs.argmax(dim=-1)).float()
+    """At temperature 0 the draft proposes its argmax and the target keeps it if it is its own (the
+    argmaxes taken wherever p and q are, only the ids compared on the host)."""
+    return (draft_probs.argmax(dim=-1).cpu() == target_probs.argmax(dim=-1).cpu()).float()
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,9 @@ class BatchCachedModel:
     @torch.inference_mode()
     def extend(self, new_tokens: list[list[int]], keep: str = ALL) -> list[torch.Tensor | None]:
         """Feed each row its new tokens (maybe none) in one forward pass -> per row, the logits of its
-        new positions (n_row, vocab), float32, CPU (`keep` = LAST: of its last one only, (1, vocab);
-        NONE: no logits, for a prefill); None for a row fed nothing."""
+        new positions (n_row, vocab), float32, on the model's device as CachedModel.extend's (`keep` =
+        LAST: of its last one only, (1, vocab); NONE: no logits, for a prefill); None for a row fed
+        nothing."""
         if len(new_tokens) != self.rows:
             raise ValueError(f"{len(new_tokens)} rows of tokens for a batch of {self.rows}")
         width = max(len(tokens) for tokens in new_tokens)
@@ -90,7 +91,7 @@ class BatchCachedModel:
         if self.head is not None:
             scores = self.head.logits(kept, self.vocab_size, self.linear)
         else:
-            scores = self.model.get_output_embeddings()(kept)[:, : self.vocab_size].float().cpu()
+            scores = self.model.get_output_embeddings()(kept)[:, : self.vocab_size].float()
         return [part if count else None for part, count in zip(scores.split(counts), counts, strict=True)]
 
     def rollback(self, lengths: list[int]) -> None:

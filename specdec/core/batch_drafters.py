@@ -53,11 +53,11 @@ def draft_rows_one_by_one(
             if step < len(thresholds) and not worth_drafting(confidence[row], chance, ahead):
                 stopped_at[row] = confidence[row], thresholds[step]
                 continue
-            token = sample(step_probs, sampling, generators[row])  # (1,)
+            token = int(sample(step_probs, sampling, generators[row]))
             tokens[row].append(token)
             probs[row].append(step_probs)
             if step + 1 < num_tokens[row]:  # the last draft need not be fed: nothing is drafted after it
-                to_feed[row] = int(token)
+                to_feed[row] = token
         if to_feed:
             logits.update(feed(to_feed))
         drafting = list(to_feed)
@@ -69,7 +69,7 @@ def draft_rows_one_by_one(
         if not tokens[row]:
             drafts[row] = empty_draft(logits[row].shape[-1], stop, *why)
         else:
-            drafts[row] = Draft(torch.cat(tokens[row]), torch.cat(probs[row]), stop, *why)
+            drafts[row] = Draft(torch.tensor(tokens[row]), torch.cat(probs[row]), stop, *why)
     return drafts
 
 

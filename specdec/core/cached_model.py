@@ -31,6 +31,7 @@ class ReducedHead:
 
     def __init__(self, token_ids: torch.Tensor, weight: torch.Tensor):
         self.token_ids = token_ids  # (n,) vocabulary ids the head scores
+        self.columns = token_ids.to(weight.device)  # the same ids where the scores are computed
         # A linear layer over their rows of the output embedding, so it multiplies as its model's layers do.
         self.layer = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
         self.layer.weight = nn.Parameter(weight, requires_grad=False)
@@ -47,12 +48,12 @@ class ReducedHead:
         return cls(ids, weight)
 
     def logits(self, hidden: torch.Tensor, vocab_size: int, linear: type[nn.Linear]) -> torch.Tensor:
-        """Hidden states (n, hidden) -> logits (n, vocab_size), float32 on the CPU, -inf off the head's
-        tokens; multiplied by a linear layer of the class `linear`, its model's (`linear_kind`)."""
+        """Hidden states (n, hidden) -> logits (n, vocab_size), float32 on the model's device, -inf off
+        the head's tokens; multiplied by a linear layer of the class `linear`, its model's (`linear_kind`)."""
         self.layer.__class__ = linear
         scores = self.layer(hidden)
-        logits = torch.full((hidden.shape[0], vocab_size), float("-inf"))
-        logits[:, self.token_ids] = scores.float().cpu()
+        logits = torch.full((hidden.shape[0], vocab_size), float("-inf"), device=scores.device)
+        logits[:, self.columns] = scores.float()
         return logits
 
 
@@ -105,11 +106,14 @@ class CachedModel:
         return self.cache.get_seq_length()
 
     def extend(self, token_ids: list[int], keep_last: int = 0) -> torch.Tensor:
-        """Feed new tokens in one forward pass -> next-token logits (positions, vocab), float32, CPU.
+        """Feed new tokens in one forward pass -> next-token logits (positions, vocab), float32, on
+        the model's device.
 
         keep_last > 0 returns only the last positions' logits (a prefill needs one, not hundreds).
-        The acceptance rule runs on the CPU with a CPU generator, so a seed replays identically
-        whatever device the model is on.
+        The logits stay where the model computed them: a greedy round takes its argmax and top two
+        there and brings back only ids and a few probabilities (core.rounds), while a draw with the
+        run's CPU generator brings its distribution to the host (core.sampling), so a seed replays
+        identically whatever device the model is on.
         """
         return self._forward(token_ids, keep_last)
 
@@ -121,8 +125,8 @@ class CachedModel:
     def extend_tree(self, token_ids: list[int], parents: list[int]) -> torch.Tensor:
         """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
         ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
-        token's next-token logits (tokens, vocab), float32, CPU. The cache then holds every token of the
-        tree, in this order; `keep` picks the path that survived."""
+        token's next-token logits (tokens, vocab), float32, on the model's device as `extend`'s. The
+        cache then holds every token of the tree, in this order; `keep` picks the path that survived."""
         sees, positions = tree_attention(parents, self.cache_length)
         device, dtype = self.model.device, self.model.dtype
         # Additive, as eager attention adds it to the scores (it would add a bool mask as 0s and 1s).
@@ -137,7 +141,7 @@ class CachedModel:
         if self.head is None and not self.keep_features and not by_hand:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last, **tree)
-            return output.logits[0, :, : self.vocab_size].float().cpu()
+            return output.logits[0, :, : self.vocab_size].float()
         # The model's own forward in its two steps (the decoder by `step` for a draft's single token),
         # to keep the first's output or use a reduced head.
         if by_hand:
@@ -150,7 +154,7 @@ class CachedModel:
         hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
         if self.head is not None:
             return self.head.logits(hidden, self.vocab_size, self.linear)
-        return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float().cpu()
+        return self.model.get_output_embeddings()(hidden)[:, : self.vocab_size].float()
 
     def keep(self, length: int, then: list[int]) -> None:
         """Keep the first `length` cached tokens, then those at the positions `then` (a path through a

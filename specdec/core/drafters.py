@@ -32,8 +32,8 @@ from specdec.core.sampling import sample, warp_probs
 
 @dataclass(frozen=True)
 class Draft:
-    tokens: torch.Tensor  # (k,) drafted token ids; k may be smaller than asked (even 0)
-    probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from
+    tokens: torch.Tensor  # (k,) drafted token ids, on the host; k may be smaller than asked (even 0)
+    probs: torch.Tensor  # (k, vocab) q: the distribution each token was drawn from, where it was computed
     stop: str = STOP_CAP  # why no more were drafted (records.STOP_*)
     stop_confidence: float | None = None  # with STOP_CONFIDENCE: the product that fell below the threshold
     stop_threshold: float | None = None  # with STOP_CONFIDENCE: that threshold (stop_thresholds)
@@ -134,18 +134,18 @@ def draft_one_by_one(
         if i < len(thresholds) and not worth_drafting(confidence, chance, thresholds[i:num_tokens]):
             stopped_at = i
             break
-        token = sample(step_probs, sampling, generator)  # (1,)
+        token = int(sample(step_probs, sampling, generator))  # at T = 0 only the id comes to the host
         tokens.append(token)
         probs.append(step_probs)
         if i + 1 < num_tokens:  # the last draft need not be fed: nothing is drafted after it
-            logits = next_logits(int(token))
+            logits = next_logits(token)
     if stopped_at is None:
         stop, why = STOP_CAP, (None, None)
     else:
         stop, why = STOP_CONFIDENCE, (confidence, thresholds[stopped_at])
     if not tokens:
         return empty_draft(logits.shape[-1], stop, *why)
-    return Draft(torch.cat(tokens), torch.cat(probs), stop, *why)
+    return Draft(torch.tensor(tokens), torch.cat(probs), stop, *why)
 
 
 class ModelDrafter:

@@ -173,12 +173,19 @@ def judge(
     rule: Rule, greedy: bool, draft: Draft, target_probs: torch.Tensor, generator: torch.Generator
 ) -> tuple[Verdict, torch.Tensor]:
     """Step 3 of a round: the rule's verdict on the drafts (at temperature 0, the greedy rule's), and
-    the chance it had of keeping each draft, from p and q (RoundTrace.expected_accept)."""
-    judged = target_probs[: len(draft.tokens)]  # p at the drafted positions
+    the chance it had of keeping each draft, from p and q (RoundTrace.expected_accept).
+
+    The greedy rule reads argmaxes, taken where p and q are (a GPU's memory, if the models are there):
+    only ids and p and q at the drafts come to the host. The other rules draw with the run's generator,
+    which lives on the CPU so that a seed replays on any device, so p and q come to the host for them.
+    """
+    k = len(draft.tokens)
     if greedy:
         verdict = replace(greedy_accept(draft.tokens, draft.probs, target_probs), rule=rule.name)
-        return verdict, greedy_expected(draft.probs, judged)
-    return rule.accept(draft.tokens, draft.probs, target_probs, generator), rule.expected(draft.probs, judged)
+        return verdict, greedy_expected(draft.probs, target_probs[:k])
+    draft_probs, target_probs = draft.probs.cpu(), target_probs.cpu()
+    verdict = rule.accept(draft.tokens, draft_probs, target_probs, generator)
+    return verdict, rule.expected(draft_probs, target_probs[:k])
 
 
 def verify(target: CachedModel, chain: list[int], siblings: Siblings) -> torch.Tensor:

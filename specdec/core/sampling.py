@@ -43,7 +43,12 @@ def warp_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
 
 
 def sample(probs: torch.Tensor, config: SamplingConfig, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of `probs` (positions, vocab) -> (positions,): argmax when greedy."""
+    """One token per row of `probs` (positions, vocab) -> (positions,): argmax when greedy.
+
+    The argmax is taken where `probs` are (a GPU's, if the model is on one). A draw uses the run's
+    generator, which lives on the CPU so that a seed replays identically on any device: the rows come
+    to the host for it.
+    """
     if config.greedy:
         return probs.argmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1)

@@ -69,11 +69,13 @@ def choose_siblings(draft_probs: torch.Tensor, draft_tokens: torch.Tensor, pass_
     k = draft_tokens.shape[0]
     if k == 0:
         return NO_SIBLINGS
-    first = draft_probs[torch.arange(k), draft_tokens]  # q of each draft
+    # The top two of each q, taken where q is (a GPU's memory, if the draft is there): only these
+    # (k, 2) and q of each draft come to the host.
+    top_probs, top_tokens = (top.cpu() for top in draft_probs.topk(2, dim=-1))
+    first = draft_probs[torch.arange(k), draft_tokens].cpu()  # q of each draft
     survive = torch.cumprod(first, 0)  # every draft up to this one survives
     before = torch.cat([torch.ones(1), survive[:-1]])
-    top_probs, top_tokens = draft_probs.topk(2, dim=-1)  # the draft's own token is one of the two
-    drafted_first = top_tokens[:, 0] == draft_tokens
+    drafted_first = top_tokens[:, 0] == draft_tokens  # the draft's own token is one of the two
     second_probs = torch.where(drafted_first, top_probs[:, 1], top_probs[:, 0])
     second_tokens = torch.where(drafted_first, top_tokens[:, 1], top_tokens[:, 0])
     chances = before * second_probs

@@ -173,7 +173,8 @@ def batch_sweep(pair: ModelPair, prompts: list[list[int]], settings: Settings,
 @torch.inference_mode()
 def pass_cost(pair: ModelPair, rows: int, tokens_per_row: int, repeats: int = 3) -> float:
     """Seconds of one target pass over `rows` rows of `tokens_per_row` new tokens each, after
-    COST_CONTEXT cached tokens per row (the fastest of `repeats`, after one warm-up)."""
+    COST_CONTEXT cached tokens per row (the fastest of `repeats`, after one warm-up). The logits stay
+    on the model's device, as a verification pass's do (the clock waits for a GPU: specdec.clock)."""
     target = BatchCachedModel(pair.target.model, pair.target.vocab_size, rows)
     target.extend([list(range(100, 100 + COST_CONTEXT))] * rows, keep=NONE)
     times = []

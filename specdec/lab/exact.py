@@ -47,7 +47,8 @@ class Position:
 
 
 def _normalised(probs: torch.Tensor) -> torch.Tensor:
-    probs = probs.double()
+    """On the host in float64 (the model may have left `probs` on a GPU), summing to 1."""
+    probs = probs.cpu().double()
     return probs / probs.sum()
 
 

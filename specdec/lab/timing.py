@@ -249,7 +249,9 @@ def category_summary(rows: list[dict]) -> list[dict]:
 
 def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: int = 5,
                   lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
-    """The target's cached forward pass over n new tokens (after the prompt), median of `repeats`."""
+    """The target's cached forward pass over n new tokens (after the prompt), median of `repeats`.
+    Its logits stay on the model's device, as a verification pass's do: nothing of them is copied to
+    the host inside the timing (the clock waits for a GPU's queued work itself: specdec.clock)."""
     target = CachedModel(pair.target.model, pair.target.vocab_size)
     with lock:
         target.extend(prompt_ids, keep_last=1)
@@ -263,7 +265,7 @@ def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: 
         for _ in range(repeats):
             with lock:
                 start = now()
-                target.extend(filler[:n])  # returns logits on the CPU: the device has finished
+                target.extend(filler[:n])
                 times.append(now() - start)
                 target.rollback(len(prompt_ids))
         yield {"tokens": n, "seconds": median(times), "min_seconds": min(times), "max_seconds": max(times)}
