@@ -56,6 +56,19 @@ def show_charts(slot, spec, plain, tag: str) -> None:
             ui.chart(lengths, key=f"_sp_hist{tag}", container=right)
 
 
+def verdict(report: timing.SpeedupReport) -> str:
+    """The race's headline in its own numbers: measured against both theories."""
+    theory, measured = report.theory, report.measured
+    outcome = f"{measured:.2f}× the target alone" if measured >= 1 else \
+        f"{measured:.2f}×: slower than the target alone this run"  # fmt: skip
+    words = f"**Measured: {outcome}.** This machine's theory expected {theory.on_this_machine:.2f}×"
+    if theory.on_this_machine:
+        gap = measured / theory.on_this_machine - 1
+        words += f" ({abs(gap):.0%} {'above' if gap >= 0 else 'below'} it)"
+    return words + (f"; the paper's {theory.paper:.2f}× takes a round's pass to cost one plain step, "
+                    f"where here it cost v = {theory.verify_cost:.2f}.")
+
+
 def show_theory(spec, plain) -> None:
     report = timing.speedup_report(spec, plain)
     if report is None:
@@ -70,6 +83,7 @@ def show_theory(spec, plain) -> None:
                    "in plain decoding steps here")  # fmt: skip
     cols[3].metric("α (acceptance)", f"{theory.alpha:.2f}", help="accepted drafts / drafts tested")
     cols[4].metric("Tokens per target pass", f"{report.tokens_per_pass:.2f}")
+    st.markdown(verdict(report))
     ui.chart(charts.speedup_curve_chart(theory, report.measured))
     st.caption(
         f"Measured here: α = {theory.alpha:.2f}, k̄ = {theory.mean_drafted:.2f} drafts per round on "
