@@ -1,161 +1,207 @@
 """Screenshots for the README and the tutorial, from the running app in headless Chromium.
 
     .venv/bin/python scripts/screenshots.py                  # starts the app on a free port, then stops it
-    .venv/bin/python scripts/screenshots.py --url http://localhost:8501   # uses a running app
+    .venv/bin/python scripts/screenshots.py --presenter      # the lesson's five pages in presenter mode
+    .venv/bin/python scripts/screenshots.py --url http://localhost:8501 --only round-view
 
-Writes docs/images/round-view.png (the round view, three rounds in, at the acceptance stage) and
-docs/images/guarantee.png (an instructor page: the guarantee's p/q playground), as small palette
-PNGs. The app's first start converts the bundled model (a minute or two): the script
-waits for it. Renew the pictures after a page changes, and look at them before committing.
+Without --presenter: docs/images/round-view.png (the round view, three rounds in, at the acceptance
+stage) and docs/images/guarantee.png (an instructor page: the guarantee's p/q playground), at 1280×800.
+With --presenter: Home → Round by round → The guarantee → Code vs prose → Live speed-up with
+`presenter=1` at 1920×1080 (a projector), each after what it shows first (three rounds; the prompt
+sets; the race), written to docs/images/presenter/<n>-<page>.png scaled to 1280×720. Both as small
+palette PNGs. A cold app loads the models first (a first start also converts the bundled model): the
+script waits for them. Renew the pictures after a page changes, and look at them before committing.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_app import CHROMIUM, CHROMIUM_ARGS, ROOT, app_server  # noqa: E402 - this folder's helper
+
 IMAGES = ROOT / "docs" / "images"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]  # fmt: skip
-VIEWPORT = {"width": 1280, "height": 800}
-# The round view: a code prompt, greedy, a fixed seed, so the picture shows the same rounds each time.
-ROUND_LINK = {"temperature": "0", "seed": "0", "prompt": "Write a Python function that checks whether a "
-              "string is a palindrome."}  # fmt: skip
-SERVER_LOG = Path(tempfile.gettempdir()) / "specdec-screenshots-server.log"
 LOAD_TIMEOUT_MS = 600_000  # a first start converts the model; a busy machine takes longer
+STEP_BUTTON = ".st-key-b_step button"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@dataclass(frozen=True)
+class View:
+    """One set of pictures: where they go, the browser's size, the size saved, the link's settings."""
+
+    folder: Path
+    viewport: dict[str, int]
+    saved_size: tuple[int, int] | None
+    link: dict[str, str]
 
 
-@contextlib.contextmanager
-def app_server(log_path: Path, timeout: float = 120.0):
-    """`streamlit run app.py` on a free localhost port; always stopped (its process group) on exit."""
-    port = free_port()
-    command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py", "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]  # fmt: skip
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + timeout
-            while not healthy(url):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the app did not start; see {log_path}")
-                time.sleep(0.5)
-            yield url
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-            return reply.read() == b"ok"
-    except OSError:
-        return False
+PLAIN = View(IMAGES, {"width": 1280, "height": 800}, None, {})
+PRESENTER = View(IMAGES / "presenter", {"width": 1920, "height": 1080}, (1280, 720),
+                 {"presenter": "1", "seed": "0"})  # fmt: skip
 
 
 def wait_idle(page) -> None:
-    """Until the script has finished running and every chart has drawn."""
+    """Until the script has finished running, every chart has drawn, and no element is a grey skeleton
+    (a busy browser loads widgets' code late)."""
     page.wait_for_timeout(500)
     page.wait_for_function(
         """() => !document.querySelector('[data-testid="stStatusWidget"]')
                  && !document.querySelector('[data-stale="true"]')
                  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-                        .every(chart => chart.querySelector('.main-svg'))""",
+                        .every(chart => chart.querySelector('.main-svg'))
+                 && !document.querySelector('[data-testid="stSkeleton"], '
+                        + '[data-testid="stSkeletonElement"], [data-testid="stAppSkeleton"]')""",
         timeout=LOAD_TIMEOUT_MS,
     )
     page.wait_for_timeout(800)  # Vega and Plotly draw after their elements appear
 
 
-def save(page, name: str) -> Path:
-    """A viewport screenshot, reduced to a 256-colour palette (the UI has few colours)."""
+def save(page, view: View, name: str) -> Path:
+    """A viewport screenshot, scaled to the view's saved size and reduced to a 256-colour palette (the
+    UI has few colours)."""
     from PIL import Image
 
-    path = IMAGES / name
+    path = view.folder / name
     page.screenshot(path=str(path))
     with Image.open(path) as image:
-        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+        image = image.convert("RGB")
+        if view.saved_size:
+            image = image.resize(view.saved_size, Image.Resampling.LANCZOS)
+        image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
     print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
     return path
 
 
-def round_view(page, url: str, rounds: int = 3) -> Path:
-    page.goto(f"{url}/rounds?{urlencode(ROUND_LINK)}")
-    page.get_by_role("button", name=re.compile("Step")).wait_for(timeout=LOAD_TIMEOUT_MS)
+def open_page(page, url: str, view: View, path: str, wait_for: str, **link: str) -> None:
+    page.goto(f"{url}/{path}?{urlencode(view.link | link)}")
+    page.get_by_text(wait_for).first.wait_for(timeout=LOAD_TIMEOUT_MS)
     wait_idle(page)
-    animate = page.get_by_role("switch", name="Animate stages")
-    if animate.count() and animate.is_checked():
+
+
+def scroll_to(page, locator, up: int) -> None:
+    """`locator` near the top of the window, `up` pixels below it."""
+    locator.scroll_into_view_if_needed()
+    page.mouse.wheel(0, -up)
+    page.wait_for_timeout(500)
+
+
+def three_rounds_at_stage_3(page, url: str, view: View, **link: str) -> None:
+    """The round view, animation off, three Steps, then the third round's acceptance test."""
+    open_page(page, url, view, "rounds", "Animate stages", **link)
+    if page.get_by_role("switch", name="Animate stages").is_checked():
         page.get_by_text("Animate stages").click()
         wait_idle(page)
-    for number in range(1, rounds + 1):
-        page.get_by_role("button", name=re.compile("Step")).click()
+    for number in range(1, 4):
+        page.locator(STEP_BUTTON).click()
         page.get_by_text(f"Round {number} of").first.wait_for(timeout=LOAD_TIMEOUT_MS)
         wait_idle(page)
-    page.get_by_role("radio", name="3 · Accept?", exact=True).click()  # mid-round: the acceptance test
+    page.get_by_role("radio", name="3 · Accept?", exact=True).click()
     wait_idle(page)
-    page.get_by_role("radio", name="3 · Accept?", exact=True).scroll_into_view_if_needed()
-    page.mouse.wheel(0, -150)
+
+
+# -- the README's pictures --------------------------------------------------------------------------
+
+
+def round_view(page, url: str) -> Path:
+    # A code prompt, greedy, a fixed seed: the picture shows the same rounds each time.
+    three_rounds_at_stage_3(page, url, PLAIN, temperature="0", seed="0", prompt="Write a Python function "
+                            "that checks whether a string is a palindrome.")  # fmt: skip
+    scroll_to(page, page.get_by_role("radio", name="3 · Accept?", exact=True), 150)
+    return save(page, PLAIN, "round-view.png")
+
+
+def guarantee_playground(page, url: str) -> Path:
+    """An instructor page that needs no run and no clock: the guarantee's p/q playground."""
+    open_page(page, url, PLAIN, "guarantee", "1 · Toy playground")
+    scroll_to(page, page.get_by_text("1 · Toy playground"), 120)
+    return save(page, PLAIN, "guarantee.png")
+
+
+# -- the lesson's five pages in presenter mode ------------------------------------------------------
+
+
+def home(page, url: str) -> Path:
+    open_page(page, url, PRESENTER, "", "step by step")
+    return save(page, PRESENTER, "1-home.png")
+
+
+def rounds(page, url: str) -> Path:
+    three_rounds_at_stage_3(page, url, PRESENTER)
+    page.locator(STEP_BUTTON).evaluate("button => button.scrollIntoView()")  # the buttons on top
     page.wait_for_timeout(500)
-    return save(page, "round-view.png")
+    return save(page, PRESENTER, "2-rounds.png")
 
 
 def guarantee(page, url: str) -> Path:
-    """An instructor page that needs no run and no clock: the guarantee's p/q playground."""
-    page.goto(f"{url}/guarantee")
-    header = page.get_by_text("1 · Toy playground")
-    header.wait_for(timeout=LOAD_TIMEOUT_MS)
+    open_page(page, url, PRESENTER, "guarantee", "guarantee")
+    return save(page, PRESENTER, "3-guarantee.png")
+
+
+def code_vs_prose(page, url: str) -> Path:
+    open_page(page, url, PRESENTER, "code-vs-prose", "Run the prompt sets")
+    page.get_by_role("button", name="Run the prompt sets").click()
+    page.get_by_role("heading", name="Quiz").wait_for(timeout=LOAD_TIMEOUT_MS)  # after the last prompt
     wait_idle(page)
-    header.scroll_into_view_if_needed()
-    page.mouse.wheel(0, -120)
-    page.wait_for_timeout(500)
-    return save(page, "guarantee.png")
+    scroll_to(page, page.locator('[data-testid="stPlotlyChart"]').first, 120)
+    return save(page, PRESENTER, "4-code-vs-prose.png")
 
 
-PICTURES = {"round-view": round_view, "guarantee": guarantee}
+def speedup(page, url: str) -> Path:
+    open_page(page, url, PRESENTER, "speedup", "Run the race")
+    page.get_by_role("button", name="Run the race").click()
+    page.get_by_text("Measured speed-up").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    wait_idle(page)
+    scroll_to(page, page.get_by_text("Measured speed-up").first, 200)
+    return save(page, PRESENTER, "5-speedup.png")
+
+
+PICTURES = {"round-view": round_view, "guarantee": guarantee_playground}
+PRESENTER_PICTURES = {"home": home, "rounds": rounds, "guarantee": guarantee, "code-vs-prose": code_vs_prose,
+                      "speedup": speedup}  # fmt: skip
+
+
+def models_loaded(page, url: str) -> None:
+    """A cold server loads the models in the background: wait for them, so every picture shows a page
+    at rest (the sidebar's status names the target once they are in)."""
+    page.goto(f"{url}/rounds")
+    page.locator('[data-testid="stSidebar"]').get_by_text("Target:").wait_for(timeout=LOAD_TIMEOUT_MS)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running app (default: start one on a free port)")
-    parser.add_argument("--only", choices=sorted(PICTURES), help="renew this picture alone")
+    parser.add_argument("--presenter", action="store_true",
+                        help="the lesson's five pages in presenter mode, docs/images/presenter/")
+    parser.add_argument("--only", nargs="+", metavar="PICTURE",
+                        help=f"renew these alone: {', '.join(PICTURES)}; with --presenter: "
+                             f"{', '.join(PRESENTER_PICTURES)}")  # fmt: skip
     args = parser.parse_args()
+    pictures, view = (PRESENTER_PICTURES, PRESENTER) if args.presenter else (PICTURES, PLAIN)
+    unknown = sorted(set(args.only or ()) - set(pictures))
+    if unknown:
+        parser.error(f"no picture named {', '.join(unknown)}; the pictures: {', '.join(pictures)}")
     from playwright.sync_api import sync_playwright
 
-    IMAGES.mkdir(parents=True, exist_ok=True)
+    view.folder.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        url = args.url.rstrip("/") if args.url else stack.enter_context(app_server(SERVER_LOG))
+        if args.url:
+            url = args.url.rstrip("/")
+        else:
+            url = stack.enter_context(app_server(Path(tempfile.gettempdir()) / "specdec-screenshots.log")).url
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport=VIEWPORT)
-                page.set_default_timeout(120_000)
-                for name, take in PICTURES.items():
-                    if args.only in (None, name):
+                page = browser.new_page(viewport=view.viewport)
+                page.set_default_timeout(LOAD_TIMEOUT_MS)
+                models_loaded(page, url)
+                for name, take in pictures.items():
+                    if args.only is None or name in args.only:
                         take(page, url)
             finally:
                 browser.close()
