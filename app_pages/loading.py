@@ -181,6 +181,8 @@ def require_pair() -> ModelPair:
         wait_for_models(thread)
     pair, message = load_pair()
     if pair is None:
+        if "_pair_error" in st.session_state and st.session_state["_pair_error"] is None:
+            st.rerun()  # the load failed after the sidebar was drawn as loading: draw both with the reason
         st.error(message, icon=":material/error:")
         st.button("Retry loading", on_click=_retry_load, key="b_retry_load_page",
                   help="failed loads are remembered by the server; this tries again")  # fmt: skip
