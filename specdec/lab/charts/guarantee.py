@@ -49,29 +49,14 @@ def empirical_chart(
     negative control (the draft alone) where given. Any number of samples, from the first pair on: a
     run draws this as its results arrive."""
     names = token_names(list(range(len(labels))), dict(enumerate(labels)), width=28)  # outcomes: a few tokens
-    fig = go.Figure()
-    fig.add_bar(
-        x=names,
-        y=speculative,
-        name="speculative",
-        marker_color=SPEC_COLOR,
-        hovertemplate="%{x}: %{y:.3f}<extra>speculative</extra>",
-    )
-    fig.add_bar(
-        x=names,
-        y=target,
-        name="target only",
-        marker_color=PLAIN_COLOR,
-        hovertemplate="%{x}: %{y:.3f}<extra>target only</extra>",
-    )
+    series = [("speculative", speculative, SPEC_COLOR, "speculative"),
+              ("target only", target, PLAIN_COLOR, "target only")]
     if control is not None:
-        fig.add_bar(
-            x=names,
-            y=control,
-            name="draft alone (negative control)",
-            marker_color=Q_COLOR,
-            hovertemplate="%{x}: %{y:.3f}<extra>draft alone</extra>",
-        )
+        series.append(("draft alone (negative control)", control, Q_COLOR, "draft alone"))
+    fig = go.Figure()
+    for name, values, color, short in series:
+        fig.add_bar(x=names, y=values, name=name, marker_color=color,
+                    hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{short}</extra>")
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="frequency")
     return styled(fig, title, height=320)
