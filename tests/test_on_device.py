@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_models import perturbed_copy, tiny_model
+from tiny_models import perturbed_copy, sharp_tiny_model
 from torch.utils._pytree import tree_flatten
 
 from specdec.config import SamplingConfig, Settings
@@ -84,13 +84,8 @@ def vocab(tokenizer):
 
 @pytest.fixture(scope="module")
 def sharp_target(vocab):
-    """A tiny target whose choices depend on its context (sharp attention), as in test_siblings."""
-    model = tiny_model(vocab, seed=0)
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.q_proj.weight.mul_(8.0)
-            layer.self_attn.k_proj.weight.mul_(8.0)
-    return model
+    """A tiny target whose choices depend on its context (sharp attention)."""
+    return sharp_tiny_model(vocab, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from tiny_models import perturbed_copy, tiny_model
+from tiny_models import perturbed_copy, sharp_tiny_model
 
 from specdec.cli.bench import parse_race_lengths, race_methods
 from specdec.config import SamplingConfig, Settings
@@ -29,14 +29,8 @@ def vocab(tokenizer):
 
 @pytest.fixture(scope="module")
 def sharp_target(vocab):
-    """A tiny target whose attention is sharp, so that what its cache holds changes its choices (a random
-    one attends almost evenly, and its greedy path hardly depends on the context)."""
-    model = tiny_model(vocab, seed=0)
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.q_proj.weight.mul_(8.0)
-            layer.self_attn.k_proj.weight.mul_(8.0)
-    return model
+    """A tiny target whose choices depend on its context (sharp attention)."""
+    return sharp_tiny_model(vocab, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,17 @@ def save_tiny_model(folder: Path, vocab_size: int, seed: int, tokenizer_vocab: i
     return folder
 
 
+def sharp_tiny_model(vocab_size: int, seed: int) -> LlamaForCausalLM:
+    """A tiny model whose attention is sharp, so that what its cache holds changes its choices (a random
+    one attends almost evenly, and its greedy path hardly depends on the context)."""
+    model = tiny_model(vocab_size, seed)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(8.0)
+            layer.self_attn.k_proj.weight.mul_(8.0)
+    return model
+
+
 def perturbed_copy(model: LlamaForCausalLM, scale: float, seed: int) -> LlamaForCausalLM:
     """A draft that agrees with `model` often but not always: its weights plus Gaussian noise."""
     torch.manual_seed(seed)
