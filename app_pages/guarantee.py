@@ -78,7 +78,8 @@ def sampled_outcomes(pair: ModelPair) -> None:
         "the draft alone (each run's first draft, as if every draft were kept)."
     )
     left, right = st.columns([4, 1])
-    left.text_input("Prompt", key="_gu_prompt", max_chars=ui.server_limits().max_prompt_chars)
+    left.text_input("Prompt", value=st.session_state["_gu_prompt"], key="_gu_prompt",
+                    max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
     right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
     st.caption(
         "This section samples with its own temperature and top-k, set here (they override the sidebar's "

@@ -54,14 +54,17 @@ ready = [
     for category, prompts in ui.ready_prompts().items()
     for i, text in enumerate(prompts)
 ]
-if "_prompt_w" not in state or state["_prompt_w"] != state["prompt"]:
-    state["_prompt_w"] = state["prompt"]  # the widget's own state is dropped when the page is left
+if "_prompt_w" in state and state["_prompt_w"] != state["prompt"]:
+    state["_prompt_w"] = state["prompt"]
 left, right = st.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip
+# The prompt is also the widget's default: its own state is dropped when the page is left, and a box
+# the browser draws afresh while the models load starts from its default (an empty default was
+# sent back as an empty prompt when three sessions opened a cold server at once).
 left.text_area(
-    "Prompt (changing it starts a fresh run)", key="_prompt_w", height=90, on_change=_prompt_edited,
-    max_chars=ui.server_limits().max_prompt_chars,
+    "Prompt (changing it starts a fresh run)", value=state["prompt"], key="_prompt_w", height=90,
+    on_change=_prompt_edited, max_chars=ui.server_limits().max_prompt_chars,
 )  # fmt: skip
 
 pair = ui.require_pair()

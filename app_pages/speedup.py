@@ -26,7 +26,8 @@ def intro() -> None:
         "turns pass by pass, the one that has used less compute going next, so both stream as if on two "
         "identical machines."
     )
-    st.text_area("Prompt", key="_sp_prompt", height=80, max_chars=ui.server_limits().max_prompt_chars)
+    st.text_area("Prompt", value=st.session_state["_sp_prompt"], key="_sp_prompt", height=80,
+                 max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
 
 
 def show_lanes(boxes, pair: ModelPair, spec, plain) -> None:

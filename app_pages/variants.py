@@ -71,7 +71,8 @@ def choose_prompt() -> str:
         "Copy-heavy prompts", range(len(prompts)), format_func=lambda i: prompts[i][:90], index=None,
         key="_va_pick", on_change=use_prompt, placeholder="pick one, or edit below",
     )  # fmt: skip
-    st.text_area("Prompt", key="_va_prompt", height=110, max_chars=ui.server_limits().max_prompt_chars)
+    st.text_area("Prompt", value=st.session_state["_va_prompt"], key="_va_prompt", height=110,
+                 max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
     return st.session_state["_va_prompt"]
 
 

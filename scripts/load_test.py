@@ -79,7 +79,7 @@ async def _idle(page) -> None:
 async def run_session(browser, url: str, clicks: int, params: dict[str, str],
                       ready: asyncio.Barrier | None = None, cpu_marks: list | None = None,
                       server_pid: int | None = None, done: asyncio.Barrier | None = None,
-                      ) -> SessionResult:  # fmt: skip
+                      failure_shots: Path | None = None) -> SessionResult:  # fmt: skip
     """Open the round view, then (once every session is open, if `ready` is given) click Step."""
     result = SessionResult()
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -110,6 +110,14 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str],
             if barrier is not None:
                 await barrier.abort()  # a failed session must not keep the others waiting
         result.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if failure_shots is not None:  # what the page showed when it failed, for the report
+            failure_shots.mkdir(parents=True, exist_ok=True)
+            shot = failure_shots / f"load-test-failed-{id(page)}.png"
+            try:
+                await page.screenshot(path=str(shot), full_page=True)
+                result.error += f" (page: {shot})"
+            except Exception:  # noqa: BLE001
+                pass
         try:
             result.rounds = await _metric(page, "Rounds")
         except Exception:  # noqa: BLE001
@@ -137,9 +145,11 @@ async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int
 
 async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
                    long_prompt_chars: int = 0, cpu_marks: list | None = None,
-                   server_pid: int | None = None) -> tuple[list[SessionResult], float | None]:  # fmt: skip
+                   server_pid: int | None = None, failure_shots: Path | None = None,
+                   ) -> tuple[list[SessionResult], float | None]:  # fmt: skip
     """-> (each stepping session's result, seconds the long-prompt session took to open, if any).
-    `cpu_marks` gets the CPU times (cpu_seconds) when the stepping starts and when it ends."""
+    `cpu_marks` gets the CPU times (cpu_seconds) when the stepping starts and when it ends; a session
+    that fails leaves a screenshot of its page in `failure_shots`, if given."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
@@ -147,8 +157,8 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
         try:
             ready = asyncio.Barrier(sessions)
             done = asyncio.Barrier(sessions)
-            steppers = [run_session(browser, url, clicks, params, ready, cpu_marks, server_pid, done)
-                        for _ in range(sessions)]  # fmt: skip
+            steppers = [run_session(browser, url, clicks, params, ready, cpu_marks, server_pid, done,
+                                    failure_shots) for _ in range(sessions)]  # fmt: skip
             if not long_prompt_chars:
                 return list(await asyncio.gather(*steppers)), None
             long_one = asyncio.create_task(open_long_prompt(browser, url, params, long_prompt_chars))

@@ -32,7 +32,8 @@ def test_three_sessions_stepping_at_once_get_one_round_per_click(tiny_pair_dirs)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
            "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}  # fmt: skip
     with streamlit_server(env) as base:
-        results, _ = asyncio.run(load_test.run_load(base, 3, 3, {"prompt": "def add(a, b):", "seed": "0"}))
+        results, _ = asyncio.run(load_test.run_load(base, 3, 3, {"prompt": "def add(a, b):", "seed": "0"},
+                                                             failure_shots=ARTIFACTS))
     text, ok = load_test.report(results, (ARTIFACTS / "server.log").read_text(errors="replace"))
     print(text)
     assert [(r.clicks, r.rounds, r.error) for r in results] == [(3, 3, None)] * 3, text
