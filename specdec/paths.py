@@ -3,6 +3,8 @@
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+# What can be rebuilt from this machine alone (not committed): derived data kept between runs.
+LOCAL_CACHE = ASSETS.parent / ".cache"
 # Prompts no training run has seen (a test checks): what bench and the draft's figures measure on.
 HELD_OUT_PROMPT_SETS = {name: ASSETS / "prompts" / f"{name}.json"
                         for name in ("code", "structured", "prose", "math", "questions", "summaries")}

@@ -61,6 +61,7 @@ def test_emitted_tokens_follow_the_warped_target(pair, warp):
     assert p_value(counts, target_probs) > P_VALUE_FLOOR
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_bonus_and_later_tokens_follow_the_target_too():
     """Whole rounds: every emitted token, at every position of the round, is ~ p (context-free)."""
     generator = torch.Generator().manual_seed(1)

@@ -52,6 +52,7 @@ def test_environment_names_the_models(tiny_pair_dirs, monkeypatch):
     assert at.session_state["target"] == tiny_pair_dirs["target"] and not at.session_state["chat"]
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_step_back_reset_and_every_stage(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS)
     assert_clean(at)
@@ -85,6 +86,7 @@ def test_feature_head_shows_what_it_read(tiny_pair_dirs):
     assert len(at.get("plotly_chart")) == 1 + (trace.num_drafted > 0)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_same_settings_same_rounds(tiny_pair_dirs):
     runs = []
     for _ in range(2):

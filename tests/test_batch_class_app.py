@@ -2,6 +2,7 @@
 table, Stop keeps what was measured, and a feature head is refused in one line. (The quick default:
 tests/test_quick_runs.py.)"""
 
+import pytest
 from test_app import assert_clean, errors, make_app
 
 PAGE = "app_pages/batch_class.py"
@@ -11,6 +12,7 @@ def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_a_full_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2, temperature=0.0)
     assert_clean(at)

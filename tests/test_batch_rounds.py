@@ -76,6 +76,7 @@ def emitted(traces):
     return [t for trace in traces for t in trace.emitted_tokens]
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["T=0", "T=1"])
 @pytest.mark.parametrize("kind", ["ngram", "model", "lookup then model"])
 def test_a_batch_of_one_is_the_single_loop(tiny_target, tiny_draft, vocab, kind, sampling):
@@ -108,6 +109,7 @@ def test_every_row_is_its_own_single_run(tiny_target, tiny_draft, vocab, samplin
                                                                                  DRAFTED_BY_MODEL}
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 @pytest.mark.parametrize("kind", ["ngram", "model", "lookup then model"])
 def test_greedy_rows_equal_plain_greedy_decoding(tiny_target, tiny_draft, vocab, kind):
     settings = Settings(4, GREEDY, 40, adaptive=False)

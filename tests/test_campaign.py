@@ -31,29 +31,35 @@ from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prom
 from specdec.training.features import target_features
 from specdec.training.train import build_draft, train_draft, trainable_state
 
-PROMPTS = [campaign_prompt(index) for index in range(4000)]
+
+@pytest.fixture(scope="module")
+def prompts():
+    """The first 4,000 prompts (built when a test asks: the copy-edit kind reads the whole standard
+    library, seconds that collecting the tests, in every worker, should not pay)."""
+    return [campaign_prompt(index) for index in range(4000)]
+
 KEPT_CAMPAIGNS = [CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS]  # the answers kept with the project
 
 
-def test_a_prompt_depends_only_on_its_index_and_seed():
-    assert campaign_prompt(123) == PROMPTS[123]  # not on what was asked before
-    assert campaign_prompt(123, seed=1) != PROMPTS[123]
-    counts = Counter(kind for kind, _ in PROMPTS)
+def test_a_prompt_depends_only_on_its_index_and_seed(prompts):
+    assert campaign_prompt(123) == prompts[123]  # not on what was asked before
+    assert campaign_prompt(123, seed=1) != prompts[123]
+    counts = Counter(kind for kind, _ in prompts)
     for kind, weight in KIND_WEIGHTS.items():
-        assert abs(counts[kind] / len(PROMPTS) - weight) < 0.03, kind
-    assert len({prompt for _, prompt in PROMPTS}) > 0.7 * len(PROMPTS)  # few repeats
+        assert abs(counts[kind] / len(prompts) - weight) < 0.03, kind
+    assert len({prompt for _, prompt in prompts}) > 0.7 * len(prompts)  # few repeats
 
 
-def test_no_held_out_prompt_or_passage_is_in_the_campaign():
+def test_no_held_out_prompt_or_passage_is_in_the_campaign(prompts):
     """Over every prompt up to the campaign's goal or the last one a kept campaign answered, whichever is
     further, not only the first few thousand."""
     last = max(CAMPAIGN_GOAL, *((read_summary(folder) or {}).get("answers", 0) for folder in KEPT_CAMPAIGNS))
-    prompts = {prompt for _, prompt in PROMPTS}
-    prompts |= {campaign_prompt(index)[1] for index in range(len(PROMPTS), last)}
-    campaign_text = "\n".join(prompts)
+    texts = {prompt for _, prompt in prompts}
+    texts |= {campaign_prompt(index)[1] for index in range(len(prompts), last)}
+    campaign_text = "\n".join(texts)
     for path in [*HELD_OUT_PROMPT_SETS.values(), *LATER_PROMPT_SETS.values()]:
         for held_out in json.loads(path.read_text())["prompts"]:
-            assert held_out not in prompts
+            assert held_out not in texts
             # Nor any sentence of it (the summaries' passages): 40 characters or more, word for word.
             for sentence in re.split(r"(?<=[.!?:])\s+", held_out):
                 if len(sentence) >= 40:
@@ -299,3 +305,20 @@ def test_answers_is_a_campaign_setting():
     with pytest.raises(SpecDecError, match="with --start-from-head"):
         HeadTrainingConfig(start_head_folder="some/head")
     assert HeadTrainingConfig(campaign=True, answers=100).answers == 100
+
+
+@pytest.mark.slow  # reads the whole standard library, as a first run does
+def test_the_kept_stdlib_passages_are_what_reading_the_library_gives(tmp_path, monkeypatch):
+    from specdec.training import campaign_prompts
+
+    monkeypatch.setattr(campaign_prompts, "LOCAL_CACHE", tmp_path)
+    campaign_prompts.stdlib_passages.cache_clear()
+    try:
+        first = campaign_prompts.stdlib_passages()  # read, then kept
+        assert len(list(tmp_path.glob("stdlib-passages-*.json"))) == 1
+        campaign_prompts.stdlib_passages.cache_clear()
+        assert campaign_prompts.stdlib_passages() == first  # from the kept file
+        assert len(first[0]) > 1000 and len(first[1]) > 1000
+        assert all(isinstance(text, str) and 150 <= len(text) <= 900 for text in first[0] + first[1])
+    finally:
+        campaign_prompts.stdlib_passages.cache_clear()

@@ -22,6 +22,7 @@ def tiny_args(dirs, *extra):
     return ["--target-model", dirs["target"], "--draft-model", dirs["draft"], *extra]
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_generate_json_shape(capsys, tiny_pair_dirs):
     code, out, _ = run_cli(capsys, "generate", "--prompt", "def add(a, b):", "--json",
                            "--max-new-tokens", "12", "--gamma", "3", "--num-samples", "2",
@@ -112,6 +113,7 @@ def test_real_process_prints_no_traceback(tiny_pair_dirs):
     assert result.stderr.strip().splitlines()[-1].startswith("error: tokenizers differ")
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):", "for i in"]}))
@@ -136,6 +138,7 @@ def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
             assert ("over_hf_assisted" in row) == (not label.startswith("n-gram, then"))
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_feature_head_folder_drafts_exactly_and_is_benched(capsys, tiny_pair_dirs, tmp_path):
     head = ["--target-model", tiny_pair_dirs["target"], "--draft-model", tiny_pair_dirs["head"]]
     outputs = []

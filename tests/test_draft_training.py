@@ -162,6 +162,7 @@ def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     assert more["history"][-1]["learning_rate"] == pytest.approx(config.learning_rate * 0.85)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_stdlib_blocks_are_whole_functions_and_classes():
     blocks = stdlib_code_blocks(60)
     assert len(blocks) == 60 and blocks == stdlib_code_blocks(60)  # a fixed sample

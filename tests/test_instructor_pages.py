@@ -36,6 +36,7 @@ def test_speedup_race_and_sweep(tiny_pair_dirs):
     assert any("Best measured: γ =" in c.value for c in at.caption)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, SETS)
     at.number_input(key="_cp_per_cat").set_value(1)
@@ -58,6 +59,7 @@ def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     assert any("Not the main reason" in e for e in errors(at))
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_guarantee_toy_sampling_and_greedy(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, GUARANTEE)
     assert_clean(at)
@@ -116,6 +118,7 @@ def test_idle_machine_round_breakdown(tiny_pair_dirs):
     assert 0 < share <= 100
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_variants_races_every_drafter(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=12)
     at.button(key="b_variants").click().run()

@@ -122,6 +122,7 @@ def title(at) -> str:
     return next(re.sub(r"\s*<br>\s*", " ", t) for t in titles if t.startswith("First"))
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_guarantee_quick_by_default_full_one_click_more(tiny_pair_dirs, count_calls):
     counting, calls = count_calls
     counting("empirical_chart")
@@ -144,6 +145,7 @@ def test_guarantee_quick_by_default_full_one_click_more(tiny_pair_dirs, count_ca
     assert title(at).startswith(f"First 1 token(s): {full} speculative")
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_batch_quick_by_default_drawn_per_batch_size(tiny_pair_dirs, count_calls):
     counting, calls = count_calls
     counting("batch_throughput_chart")

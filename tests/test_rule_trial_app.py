@@ -20,6 +20,7 @@ def warnings(at: AppTest) -> str:
     return "\n".join(w.value for w in at.warning) + "\n".join(w.value for w in at.sidebar.warning)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_trial_runs_each_rule_and_marks_the_lossy_ones(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2)
     assert_clean(at)
@@ -41,6 +42,7 @@ def test_trial_runs_each_rule_and_marks_the_lossy_ones(tiny_pair_dirs):
     assert all((r["in noise band"] == "yes") == (float(r["TV from target"]) <= band + 5e-4) for r in rows)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_sweep_covers_every_temperature_and_set(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2)
     at.number_input(key="_rt_per_set").set_value(1)
@@ -53,6 +55,7 @@ def test_sweep_covers_every_temperature_and_set(tiny_pair_dirs):
     assert "lowest speed-up here is" in markdown(at)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 @pytest.mark.parametrize("rule", RULE_NAMES)
 def test_round_view_shows_each_rules_own_test(tiny_pair_dirs, rule):
     at = make_app(tiny_pair_dirs, ROUNDS, rule=rule, temperature=1.0, gamma=3, max_new_tokens=24)
@@ -92,6 +95,7 @@ def test_a_link_sets_the_rule(tiny_pair_dirs):
 # -- exact answers, the offered position, a student's own rule (lab.exact) ----------------------------
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_trial_shows_each_rules_exact_law_and_says_what_samples_cannot_see(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2)
     at.number_input(key="_rt_samples").set_value(10).run()  # few samples: a high noise floor

@@ -137,6 +137,7 @@ def test_a_request_that_gives_up_waiting_never_blocks_the_ones_behind_it():
     assert order == ["a gave up", "b"] and not lock.locked()
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_pair_shelf_loads_one_target_for_every_drafter(tiny_pair_dirs, monkeypatch):
     """A drafter switch loads only the drafter; switching back loads nothing; another target replaces
     the first (the server never holds two)."""

@@ -1,5 +1,6 @@
 """Student mode in AppTest with the tiny pair: ask, reveal with marks, score, the shared link, escaping."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, ROUNDS, XSS, assert_clean, make_app, metrics
 
@@ -18,6 +19,7 @@ def step_until_a_question(at: AppTest, limit: int = 10) -> None:
     raise AssertionError("no round asked a question")
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_a_round_waits_for_the_answer_then_reveals_and_marks_it(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, student=True, question="tick", hint="p", seed=3)
     assert_clean(at)
@@ -40,6 +42,7 @@ def test_a_round_waits_for_the_answer_then_reveals_and_marks_it(tiny_pair_dirs):
     assert metrics(at)["Rounds answered"] == "1" and metrics(at)["Rounds"] == str(trace.index + 1)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_reset_asks_again_and_back_returns_to_the_open_question(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, student=True, seed=3)
     step_until_a_question(at)
@@ -58,6 +61,7 @@ def test_reset_asks_again_and_back_returns_to_the_open_question(tiny_pair_dirs):
     assert_clean(at)
 
 
+@pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_count_question_and_the_score_over_rounds(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, student=True, question="count", hint="q", seed=1)
     for _ in range(3):

@@ -10,11 +10,16 @@ held-out passage: a test checks. No torch here.
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
+import json
+import platform
 import random
 import sysconfig
 from functools import cache
 from pathlib import Path
 
+from specdec.paths import LOCAL_CACHE
 from specdec.training.data import (
     CODE_TASKS,
     MORE_CODE_TASKS,
@@ -184,8 +189,26 @@ DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 def stdlib_passages() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(prose passages, code passages) from this Python's standard library: docstrings (of modules,
     classes and functions) of 150-900 characters, and top-level functions or classes of 150-900
-    characters; sorted, so the same Python gives the same list."""
+    characters; sorted, so the same Python gives the same list.
+
+    Reading them parses the whole library (6 s on a 2-core machine), so they are kept in .cache/, one
+    file per Python version and library folder."""
     root = Path(sysconfig.get_paths()["stdlib"])
+    tag = hashlib.sha256(f"{platform.python_version()} {root}".encode()).hexdigest()[:12]
+    kept = LOCAL_CACHE / f"stdlib-passages-{platform.python_version()}-{tag}.json"
+    try:
+        prose, code = json.loads(kept.read_text(encoding="utf-8"))
+        return tuple(prose), tuple(code)
+    except (OSError, ValueError):
+        pass
+    passages = _read_stdlib_passages(root)
+    with contextlib.suppress(OSError):  # a read-only checkout reads the library each time
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_text(json.dumps(passages), encoding="utf-8")
+    return passages
+
+
+def _read_stdlib_passages(root: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     prose, code = set(), set()
     for path in sorted(root.rglob("*.py")):
         if STDLIB_SKIP & set(path.relative_to(root).parts):
