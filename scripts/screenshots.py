@@ -139,7 +139,14 @@ def rounds(page, url: str) -> Path:
 
 
 def guarantee(page, url: str) -> Path:
-    open_page(page, url, PRESENTER, "guarantee", "guarantee")
+    """The quick run's verdict: speculative inside the noise band, the draft alone outside it."""
+    open_page(page, url, PRESENTER, "guarantee", "Sample both ways")
+    page.get_by_role("button", name="Sample both ways").click()
+    page.get_by_text("TV distance").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    wait_idle(page)
+    page.locator('[data-testid="stPlotlyChart"]').last.evaluate("chart => chart.scrollIntoView()")
+    page.mouse.wheel(0, -40)  # the chart's title in view, its verdict below it
+    page.wait_for_timeout(500)
     return save(page, PRESENTER, "3-guarantee.png")
 
 
