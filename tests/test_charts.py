@@ -64,6 +64,7 @@ def test_acceptance_chart_marks_u_for_tested_positions_only():
     u = [d for d in fig.data if d.name and d.name.startswith("u ")]
     assert len(u) == 1 and list(u[0].x) == [0.05, 0.9]  # 2 tested: one accepted, one rejected
     assert list(u[0].marker.color) == [charts.ACCEPT_COLOR, charts.REJECT_COLOR]
+    assert u[0].cliponaxis is False  # the first row's "u=…" sits above the plot area: drawn, not cut
     zones = [d for d in fig.data if d.type == "bar" and d.opacity == 0.35]
     assert [z.marker.color for z in zones] == [charts.ACCEPT_COLOR, charts.ACCEPT_COLOR, charts.MUTED_COLOR]
     assert [list(z.x) for z in zones] == [[1.0], [0.5], [0.75]]  # the accept zone ends at min(1, p/q)

@@ -146,6 +146,7 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
                         marker={"symbol": "diamond", "size": 14, "color": colors,
                                 "line": {"width": 1, "color": "white"}},
                         text=[f"u={value:.2f}" for value in u], textposition="top center",
+                        cliponaxis=False,  # the first row's label sits above the plot area
                         hovertemplate="u = %{x:.3f}<extra></extra>")  # fmt: skip
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[0, 1.0], tickvals=[0, 0.25, 0.5, 0.75, 1], gridcolor="#eeeeee")
