@@ -13,7 +13,9 @@ from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
 
 SETS_DIR = ASSETS / "prompt_sets"
-CATEGORIES = ["code", "structured", "prose", "creative", "copy_heavy"]
+# Code and prose first: the runs go round robin over the kinds, so the page's own question has both
+# its numbers after the first two prompts.
+CATEGORIES = ["code", "prose", "structured", "creative", "copy_heavy"]
 CHOICES = {
     "temperature": "The writing tool samples at a higher temperature",
     "context": "Code prompts have longer contexts",

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
@@ -126,6 +128,26 @@ def guarantee_playground(page, url: str) -> Path:
 # -- the lesson's five pages in presenter mode ------------------------------------------------------
 
 
+def run_timed(page, button: str, done, milestone: str | None = None) -> None:
+    """Click `button`; print how long the page kept the class waiting: to its first chart, to the text
+    `milestone` (if given), to `done`."""
+    charts = page.locator('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]').count()
+    started = time.monotonic()
+    page.get_by_role("button", name=button).click()
+    page.wait_for_function(
+        """(before) => document.querySelectorAll('[data-testid="stPlotlyChart"], '
+                                                 + '[data-testid="stVegaLiteChart"]').length > before""",
+        arg=charts, timeout=LOAD_TIMEOUT_MS, polling=100)  # fmt: skip
+    first_chart = time.monotonic() - started
+    if milestone:
+        page.get_by_text(milestone).first.wait_for(timeout=LOAD_TIMEOUT_MS)
+        milestone = f"'{milestone}' after {time.monotonic() - started:.1f} s, "
+    done.wait_for(timeout=LOAD_TIMEOUT_MS)
+    print(f"{button}: first chart after {first_chart:.1f} s, {milestone or ''}done after "
+          f"{time.monotonic() - started:.1f} s (load average {os.getloadavg()[0]:.2f})")  # fmt: skip
+    wait_idle(page)
+
+
 def home(page, url: str) -> Path:
     open_page(page, url, PRESENTER, "", "step by step")
     return save(page, PRESENTER, "1-home.png")
@@ -141,9 +163,7 @@ def rounds(page, url: str) -> Path:
 def guarantee(page, url: str) -> Path:
     """The quick run's verdict: speculative inside the noise band, the draft alone outside it."""
     open_page(page, url, PRESENTER, "guarantee", "Sample both ways")
-    page.get_by_role("button", name="Sample both ways").click()
-    page.get_by_text("TV distance").first.wait_for(timeout=LOAD_TIMEOUT_MS)
-    wait_idle(page)
+    run_timed(page, "Sample both ways", page.get_by_text("TV distance").first)
     page.locator('[data-testid="stPlotlyChart"]').last.evaluate("chart => chart.scrollIntoView()")
     page.mouse.wheel(0, -40)  # the chart's title in view, its verdict below it
     page.wait_for_timeout(500)
@@ -152,18 +172,15 @@ def guarantee(page, url: str) -> Path:
 
 def code_vs_prose(page, url: str) -> Path:
     open_page(page, url, PRESENTER, "code-vs-prose", "Run the prompt sets")
-    page.get_by_role("button", name="Run the prompt sets").click()
-    page.get_by_role("heading", name="Quiz").wait_for(timeout=LOAD_TIMEOUT_MS)  # after the last prompt
-    wait_idle(page)
+    # The quiz comes after the last prompt; code's and prose's first numbers, after the first two.
+    run_timed(page, "Run the prompt sets", page.get_by_role("heading", name="Quiz"), "prose · prompt 1")
     scroll_to(page, page.locator('[data-testid="stPlotlyChart"]').first, 120)
     return save(page, PRESENTER, "4-code-vs-prose.png")
 
 
 def speedup(page, url: str) -> Path:
     open_page(page, url, PRESENTER, "speedup", "Run the race")
-    page.get_by_role("button", name="Run the race").click()
-    page.get_by_text("Measured speed-up").first.wait_for(timeout=LOAD_TIMEOUT_MS)
-    wait_idle(page)
+    run_timed(page, "Run the race", page.get_by_text("Measured speed-up").first)
     scroll_to(page, page.get_by_text("Measured speed-up").first, 200)
     return save(page, PRESENTER, "5-speedup.png")
 

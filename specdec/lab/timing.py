@@ -187,10 +187,16 @@ def gamma_sweep(pair, prompt_ids, settings, gammas=range(1, 9), lock=MODEL_LOCK)
 
 def prompt_set_runs(pair, prompt_sets: dict[str, list[str]], settings, chat: bool,
                     lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
-    """Every prompt of every set, speculative and target-only (who goes first alternates): one row each."""
+    """Every prompt of every set, speculative and target-only (who goes first alternates): one row each.
+    Round robin, the first prompt of every set before any second one, so that a page drawing the rows
+    as they come shows every kind early (code and prose within the first few runs)."""
     number = 0
-    for category, prompts in prompt_sets.items():
-        for index, prompt in enumerate(prompts):
+    rounds = max((len(prompts) for prompts in prompt_sets.values()), default=0)
+    for index in range(rounds):
+        for category, prompts in prompt_sets.items():
+            if index >= len(prompts):
+                continue
+            prompt = prompts[index]
             prompt_ids = pair.encode_prompt(prompt, chat, settings.max_new_tokens)
             order = (True, False) if number % 2 == 0 else (False, True)
             runs = {
