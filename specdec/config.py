@@ -76,7 +76,8 @@ class Settings:
     # γ in the paper: the cap on drafted tokens per round. A round may draft fewer (an n-gram
     # drafter without a match, or the end of the token budget); see RoundTrace.num_drafted.
     # 6 and draft threshold 0.1: chosen by bench races on both CPU kinds (docs/LOG.md, "Packed weights,
-    # and longer drafts").
+    # and longer drafts"), and held at T = 1, where no other pair won beyond noise (docs/LOG.md, "Draft
+    # length and threshold at T = 1"): one pair for every temperature.
     gamma: int = setting(6, "the most tokens drafted per round (γ)", (1, 8))
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_new_tokens: int = setting(64, "tokens to generate at most", (1, 256))
