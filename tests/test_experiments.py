@@ -50,11 +50,16 @@ def test_gamma_sweep_rows(pair, prompt_ids):
 
 
 def test_prompt_sets_and_summary(pair):
-    sets = {"code": [PROMPT, "for i in range(10):\n"], "prose": ["The quick brown fox"]}
+    sets = {"code": [PROMPT, "for i in range(10):\n", "x = 1"], "prose": ["The quick brown fox"],
+            "math": ["1 + 1 =", "2 * 3 ="]}  # fmt: skip
     rows = list(ex.prompt_set_runs(pair, sets, Settings(gamma=2, max_new_tokens=6), chat=False))
-    assert [r["category"] for r in rows] == ["code", "code", "prose"]
+    # Round robin, every set's first prompt before any second one: each kind shows early on a page.
+    assert [(r["category"], r["prompt"]) for r in rows] == [
+        ("code", 1), ("prose", 1), ("math", 1), ("code", 2), ("math", 2), ("code", 3)]  # fmt: skip
+    assert [r["text"] for r in rows] == [PROMPT, "The quick brown fox", "1 + 1 =", "for i in range(10):\n",
+                                         "2 * 3 =", "x = 1"]  # fmt: skip
     summary = ex.category_summary(rows)
-    assert [s["category"] for s in summary] == ["code", "prose"] and summary[0]["prompts"] == 2
+    assert [s["category"] for s in summary] == ["code", "prose", "math"] and summary[0]["prompts"] == 3
 
 
 @pytest.mark.slow

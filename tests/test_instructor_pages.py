@@ -168,15 +168,3 @@ def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_di
     assert [t["name"] for t in figure(at)["data"]] == ["measured here (median)", "if cost ∝ tokens",
                                                      "if flat (memory-bound)"]  # free passes: none drawn
 
-
-def test_prompt_sets_run_round_robin_so_every_kind_shows_early(tiny_pair_dirs):
-    from specdec.config import Settings
-    from specdec.lab.timing import prompt_set_runs
-    from specdec.models.pair import ModelPair
-
-    pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
-    sets = {"code": ["a b", "c d", "e f"], "prose": ["g h"], "math": ["i j", "k l"]}
-    rows = list(prompt_set_runs(pair, sets, Settings(max_new_tokens=3), chat=False))
-    assert [(r["category"], r["prompt"]) for r in rows] == [
-        ("code", 1), ("prose", 1), ("math", 1), ("code", 2), ("math", 2), ("code", 3)]  # fmt: skip
-    assert [r["text"] for r in rows] == ["a b", "g h", "i j", "c d", "k l", "e f"]
