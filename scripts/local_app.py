@@ -44,13 +44,21 @@ def healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def app_server(log_path: Path, env: dict[str, str] | None = None, timeout: float = 300.0):
+def app_server(log_path: Path, env: dict[str, str] | None = None, timeout: float = 300.0,
+               start_script: bool = False):  # fmt: skip
     """-> LocalApp once the server answers its health check (the models load afterwards, in the
-    background: a page says when they are in). Always stopped on exit."""
+    background: a page says when they are in). Always stopped on exit.
+
+    `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
     port = free_port()
-    command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py", "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]  # fmt: skip
+    options = ["--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.fileWatcherType", "none"]  # fmt: skip
+    if start_script:
+        command = ["./start.sh", *options]
+    else:
+        command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py",
+                   "--server.headless", "true", "--browser.gatherUsageStats", "false", *options]  # fmt: skip
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

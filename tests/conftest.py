@@ -13,16 +13,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_models, browser helpers
 
-from tiny_models import save_tiny_head, save_tiny_model, tiny_model, tiny_tokenizer  # noqa: E402
+# tiny_models (torch and transformers, seconds to import) is imported by the fixtures that use it, not
+# here: the quick loop's controlling process loads this file too, before its workers start.
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
+    from tiny_models import tiny_tokenizer
+
     return tiny_tokenizer()
 
 
 @pytest.fixture(scope="session")
 def tiny_target(tokenizer):
+    from tiny_models import tiny_model
+
     return tiny_model(len(tokenizer), seed=0)
 
 
@@ -30,6 +35,8 @@ def tiny_target(tokenizer):
 def tiny_pair_dirs(tmp_path_factory):
     """A tiny target, draft and feature head on disk (same tokenizer), plus a draft with another
     tokenizer."""
+    from tiny_models import save_tiny_head, save_tiny_model, tiny_model
+
     root = tmp_path_factory.mktemp("tiny-models")
     target = save_tiny_model(root / "target", 300, seed=0)
     return {
@@ -40,6 +47,28 @@ def tiny_pair_dirs(tmp_path_factory):
         "padded_draft": str(save_tiny_model(root / "padded", 320, seed=2)),
         "other_tokenizer": str(save_tiny_model(root / "other", 300, seed=3, tokenizer_vocab=280)),
     }
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer):
+    return len(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def sharp_target(vocab):
+    """A tiny target whose choices depend on its context (sharp attention)."""
+    from tiny_models import sharp_tiny_model
+
+    return sharp_tiny_model(vocab, seed=0)
+
+
+@pytest.fixture(scope="session")
+def unsure_draft(sharp_target):
+    """A draft far enough from the target that its first choice is often wrong and its second sometimes
+    right: rejections, and siblings made and kept."""
+    from tiny_models import perturbed_copy
+
+    return perturbed_copy(sharp_target, scale=1.0, seed=11)
 
 
 @pytest.fixture(scope="session")

@@ -73,6 +73,7 @@ def test_step_back_reset_and_every_stage(tiny_pair_dirs):
     assert metrics(at)["Rounds"] == "0"
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_feature_head_shows_what_it_read(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, drafter=tiny_pair_dirs["head"])
     at.button(key="b_step").click().run()
@@ -223,6 +224,7 @@ def test_a_link_naming_a_model_off_the_allow_list_loads_nothing(tiny_pair_dirs, 
     assert calls == []
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch):
     calls = count_loads(monkeypatch, fail_with="could not load model 'nowhere/model': offline")
     at = make_app(tiny_pair_dirs, target="nowhere/model")
@@ -291,6 +293,7 @@ def test_home_draws_the_round_and_links_each_step_to_its_page(tiny_pair_dirs):
     assert {"rounds", "idle-machine", "rule-trial", "guarantee", "speedup"} <= set(links), links
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_second_choices_show_beside_the_drafts_at_temperature_0(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS, temperature=0.0, siblings=True, seed=0)
     assert at.toggle(key="w_siblings").value and not at.toggle(key="w_siblings").disabled

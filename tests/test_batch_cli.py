@@ -20,6 +20,7 @@ def tiny_args(dirs):
     return ["--target-model", dirs["target"], "--draft-model", dirs["draft"]]
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_bench_batch_sizes_json(capsys, tiny_pair_dirs, tmp_path):
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):", "for i in", "The"]}))
@@ -52,6 +53,7 @@ def test_bad_batch_sizes_are_one_line(capsys, sizes):
     assert code == 2 and err.startswith("error: batch-sizes") and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_generate_batch_rows_equal_single_runs(capsys, tiny_pair_dirs, tmp_path):
     """One JSON object per prompt line (blank lines skipped); each row is what generate gives that
     prompt alone with the same seed, at T = 1 too."""

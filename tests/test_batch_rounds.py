@@ -25,11 +25,6 @@ GREEDY, SAMPLED = SamplingConfig(temperature=0), SamplingConfig(temperature=1.0)
 
 
 @pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
-@pytest.fixture(scope="module")
 def tiny_draft(tiny_target):
     return perturbed_copy(tiny_target, scale=0.6, seed=7)
 
@@ -89,6 +84,7 @@ def test_a_batch_of_one_is_the_single_loop(tiny_target, tiny_draft, vocab, kind,
         assert [comparable(t) for t in batched] == [comparable(t) for t in single]
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["T=0", "T=1"])
 def test_every_row_is_its_own_single_run(tiny_target, tiny_draft, vocab, sampling):
     """Rows of different lengths, drafted by the lookup or the model, accepting different counts: each

@@ -7,26 +7,20 @@ As a test it uses the tiny pair. As a script it also takes screenshots of every 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+# The browser and the server as the scripts start them (the other browser tests import them from here).
+from local_app import CHROMIUM, CHROMIUM_ARGS, app_server, free_port  # noqa: E402, F401
+
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
 
 pytest.importorskip("playwright.sync_api")
@@ -36,51 +30,13 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def streamlit_server(env: dict[str, str], timeout: float = 90.0, start_script: bool = False):
-    """Run the app on a free localhost port; always stop it (its whole process group).
+    """The app on a free localhost port, its log in test-artifacts/server.log; always stopped.
 
     `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
-    port = free_port()
-    options = ["--server.port", str(port), "--server.address", "127.0.0.1",
-               "--server.fileWatcherType", "none"]  # fmt: skip
-    if start_script:
-        command = ["./start.sh", *options]
-    else:
-        streamlit = Path(sys.executable).parent / "streamlit"
-        command = [str(streamlit), "run", "app.py", "--server.headless", "true",
-                   "--browser.gatherUsageStats", "false", *options]  # fmt: skip
-    log = open(ARTIFACTS / "server.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
-                    if reply.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start; see {ARTIFACTS / 'server.log'}")
-            time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-        log.close()
+    with app_server(ARTIFACTS / "server.log", env, timeout, start_script) as app:
+        yield app.url
 
 
 @contextlib.contextmanager

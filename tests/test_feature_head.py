@@ -38,11 +38,6 @@ from specdec.training.features import target_features, target_layer_features
 from specdec.training.train import draw_weights
 
 
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
 def tiny_corpus(target, vocab, count=48, length=40):
     """The tiny target's own continuations of random prompts, sampled and greedy, with its features."""
     generator = torch.Generator().manual_seed(0)

@@ -128,6 +128,7 @@ def test_cli_in_a_real_process_without_the_package_prints_no_traceback(tmp_path)
     assert done.stderr.strip().count("\n") == 0 and "accelerate" in done.stderr
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_app_shows_the_failure_in_page_and_sidebar_with_a_retry(empty_cache, without_accelerate, monkeypatch):
     monkeypatch.delenv("SPECDEC_DRAFTER", raising=False)
     monkeypatch.setenv("SPECDEC_TARGET", BUNDLED_TARGET)

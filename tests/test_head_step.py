@@ -23,11 +23,6 @@ from specdec.models.loading import LoadedModel
 from specdec.training.feature_head import build_head
 
 
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
 def stepping_head(tiny_target, vocab, fuse: str) -> FeatureHead:
     """A 2-layer head that reads its feature: fc over [embedding ; feature], or (started from a draft)
     embedding + fc(normalised feature)."""

@@ -108,6 +108,7 @@ def test_idle_machine_curve_its_table_and_its_words_are_one_measurement(tiny_pai
     assert not any("oneDNN" in c.value or "SPECDEC_MATMUL" in c.value for c in at.caption)
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_idle_machine_round_breakdown(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, IDLE, max_new_tokens=8)
     at.button(key="b_breakdown").click().run()
@@ -149,6 +150,7 @@ def dear_passes(monkeypatch):
     ui.pair_shelf.clear()
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_dirs, dear_passes):
     at = make_app(tiny_pair_dirs, IDLE, gamma=4, draft_threshold=0.1)
     assert_clean(at)

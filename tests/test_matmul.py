@@ -224,6 +224,3 @@ def test_greedy_speculation_with_an_int8_draft_matches_plain_decoding(tiny_targe
     assert sum(trace.num_accepted for trace in traces) > 0  # the int8 draft did draft something useful
 
 
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)

@@ -22,6 +22,7 @@ def test_local_pair_loads_and_generates(tiny_pair_dirs):
     assert len(result.token_ids) == 10 and result.rounds
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_padded_draft_pairs_with_the_target(tiny_pair_dirs):
     """Same vocabulary, wider embedding matrix (as within real families): allowed."""
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["padded_draft"])

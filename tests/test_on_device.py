@@ -14,7 +14,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_models import perturbed_copy, sharp_tiny_model
 from torch.utils._pytree import tree_flatten
 
 from specdec.config import SamplingConfig, Settings
@@ -75,23 +74,6 @@ def on_device(monkeypatch):
         return model
 
     return place
-
-
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
-@pytest.fixture(scope="module")
-def sharp_target(vocab):
-    """A tiny target whose choices depend on its context (sharp attention)."""
-    return sharp_tiny_model(vocab, seed=0)
-
-
-@pytest.fixture(scope="module")
-def unsure_draft(sharp_target):
-    """Often wrong in its first choice, sometimes right in its second: rejections and siblings."""
-    return perturbed_copy(sharp_target, scale=1.0, seed=11)
 
 
 def plain_greedy(target_model, vocab, count):

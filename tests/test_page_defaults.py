@@ -33,6 +33,7 @@ def test_a_step_shows_its_round_in_about_two_seconds_at_the_default_pace(tiny_pa
     assert max(speeds.values()) * beats >= 7  # and slower paces remain for talking over each stage
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_variants_races_at_temperature_zero_and_reads_lookup_numbers(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=8)
     assert at.number_input(key="_va_temp").value == 0.0

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import plotly.graph_objects as go
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from specdec.lab.charts.style import PRESENTER_SCALE, TEXT_SIZE, for_projector, styled
@@ -27,6 +28,7 @@ def sidebar_labels(container) -> list[str]:
             for w in getattr(container, kind)]  # fmt: skip
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_a_link_with_presenter_1_turns_presenter_mode_on(tiny_pair_dirs):
     at = app(tiny_pair_dirs, presenter="1")
     assert not at.exception

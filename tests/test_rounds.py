@@ -25,11 +25,6 @@ PROMPT = [5, 17, 42, 8, 99, 3]
 
 
 @pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
-@pytest.fixture(scope="module")
 def tiny_draft(tiny_target):
     return perturbed_copy(tiny_target, scale=0.6, seed=7)
 

@@ -78,6 +78,7 @@ def test_rules_with_your_own_rule_at_a_position(capsys, tiny_pair_dirs):
     assert not rows["yours"]["lossless"] and 0 <= rows["yours"]["acceptance_exact"] <= 1
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_rules_position_auto_is_where_the_top_choice_loses_most(capsys, tiny_pair_dirs):
     from specdec.lab.exact import SCAN_TOKENS
 

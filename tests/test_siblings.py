@@ -6,7 +6,6 @@ import copy
 
 import pytest
 import torch
-from tiny_models import perturbed_copy, sharp_tiny_model
 
 from specdec.cli.bench import parse_race_lengths, race_methods
 from specdec.config import SamplingConfig, Settings
@@ -20,24 +19,6 @@ from specdec.lab import kvcache
 
 PROMPT = [5, 17, 42, 8, 99, 3]
 GREEDY = SamplingConfig(temperature=0)
-
-
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
-@pytest.fixture(scope="module")
-def sharp_target(vocab):
-    """A tiny target whose choices depend on its context (sharp attention)."""
-    return sharp_tiny_model(vocab, seed=0)
-
-
-@pytest.fixture(scope="module")
-def unsure_draft(sharp_target):
-    """A draft far enough from the target that its first choice is often wrong and its second sometimes
-    right: siblings get made and kept."""
-    return perturbed_copy(sharp_target, scale=1.0, seed=11)
 
 
 def test_tree_attention_lets_each_token_see_the_cache_its_ancestors_and_itself():

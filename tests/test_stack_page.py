@@ -1,6 +1,7 @@
 """'In your stack' with the tiny pair: the live transformers run, the engines' lines, the trap quiz and
 the tokenizer check."""
 
+import pytest
 from test_app import assert_clean, errors, make_app
 
 from specdec.lab import stack
@@ -14,6 +15,7 @@ def _texts(at) -> str:
     return "\n".join(c.value for c in at.code) + "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, STACK, temperature=0.0, max_new_tokens=12, gamma=3)
     assert_clean(at)

@@ -62,11 +62,6 @@ def test_count_answers_and_the_score():
         judge(hand_trace(), predicted_kept=[True])
 
 
-@pytest.fixture(scope="module")
-def vocab(tokenizer):
-    return len(tokenizer)
-
-
 def rounds_with_real_caches(target_model, draft_model, vocab, seed, max_new_tokens=40, **adaptive):
     """(trace, target cache length, draft cache length) after each round, read from the caches."""
     target = CachedModel(target_model, vocab)

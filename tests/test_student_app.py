@@ -83,6 +83,7 @@ def test_greedy_questions_say_the_argmax_rule(tiny_pair_dirs):
     assert any(rule in c.value for c in at.caption)
 
 
+@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_an_instructors_link_opens_student_mode_with_the_same_rounds(tiny_pair_dirs):
     runs = []
     for _ in range(2):
