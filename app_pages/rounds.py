@@ -55,7 +55,7 @@ ready = [
     for i, text in enumerate(prompts)
 ]
 if "_prompt_w" in state and state["_prompt_w"] != state["prompt"]:
-    state["_prompt_w"] = state["prompt"]
+    state["_prompt_w"] = state["prompt"]  # set elsewhere (a ready prompt, a link): the box shows it
 left, right = st.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip
