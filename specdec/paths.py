@@ -1,10 +1,9 @@
 """Names of the bundled models and where the assets are (no torch here, so the CLI can show them fast)."""
 
+import os
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-# What can be rebuilt from this machine alone (not committed): derived data kept between runs.
-LOCAL_CACHE = ASSETS.parent / ".cache"
 # Prompts no training run has seen (a test checks): what bench and the draft's figures measure on.
 HELD_OUT_PROMPT_SETS = {name: ASSETS / "prompts" / f"{name}.json"
                         for name in ("code", "structured", "prose", "math", "questions", "summaries")}
@@ -24,3 +23,8 @@ BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
 BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`
 # The target's feature head, also trained here: `python -m specdec train-head`.
 BUNDLED_HEAD = "bundled:SmolLM2-135M-Instruct-head"
+
+
+def cache_root() -> Path:
+    """Where what this machine derives is kept between runs (converted models, features, passages)."""
+    return Path(os.environ.get("SPECDEC_CACHE", Path.home() / ".cache" / "specdec"))

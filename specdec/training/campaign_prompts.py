@@ -19,7 +19,7 @@ import sysconfig
 from functools import cache
 from pathlib import Path
 
-from specdec.paths import LOCAL_CACHE
+from specdec.paths import cache_root
 from specdec.training.data import (
     CODE_TASKS,
     MORE_CODE_TASKS,
@@ -191,11 +191,11 @@ def stdlib_passages() -> tuple[tuple[str, ...], tuple[str, ...]]:
     classes and functions) of 150-900 characters, and top-level functions or classes of 150-900
     characters; sorted, so the same Python gives the same list.
 
-    Reading them parses the whole library (6 s on a 2-core machine), so they are kept in .cache/, one
-    file per Python version and library folder."""
+    Reading them parses the whole library (6 s on a 2-core machine), so they are kept in the cache
+    folder (~/.cache/specdec or $SPECDEC_CACHE), one file per Python version and library folder."""
     root = Path(sysconfig.get_paths()["stdlib"])
     tag = hashlib.sha256(f"{platform.python_version()} {root}".encode()).hexdigest()[:12]
-    kept = LOCAL_CACHE / f"stdlib-passages-{platform.python_version()}-{tag}.json"
+    kept = cache_root() / f"stdlib-passages-{platform.python_version()}-{tag}.json"
     try:
         prose, code = json.loads(kept.read_text(encoding="utf-8"))
         return tuple(prose), tuple(code)
@@ -203,7 +203,7 @@ def stdlib_passages() -> tuple[tuple[str, ...], tuple[str, ...]]:
         pass
     passages = _read_stdlib_passages(root)
     with contextlib.suppress(OSError):  # a read-only checkout reads the library each time
-        kept.parent.mkdir(exist_ok=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(json.dumps(passages), encoding="utf-8")
     return passages
 
