@@ -150,13 +150,18 @@ def test_training_runs_end_to_end_on_a_tiny_budget(bundled_pair, tmp_path):
     assert card["steps"] == 3 and card["answers"] == 2 + 3  # 2 sampled answers, 3 stdlib blocks
     assert sorted(p.name for p in (tmp_path / "work" / "data").iterdir()) == [
         "shard-0000.pt", "stdlib-0000.pt", "stdlib-0001.pt"]
-    assert [h["step"] for h in card["history"]] == [2, 3]
+    assert [h["step"] for h in card["history"]] == [0, 2, 3]  # 0: the draft before training
     assert 0 <= card["history"][-1]["code"]["sum_min_pq"] <= 1
+    # Read along the target's sampled answers too (what T = 1 drafting meets), and those are other text.
+    assert set(card["history"][-1]) >= {"code", "code sampled", "prose", "prose sampled"}
+    eval_sets = torch.load(tmp_path / "work" / "eval-4.pt", weights_only=False)
+    assert any(not torch.equal(g, s) for g, s in zip(eval_sets["code"].sequences,
+                                                     eval_sets["code sampled"].sequences, strict=True))
     assert (tmp_path / "draft" / "draft-layers.safetensors").exists()
     # Resumable: a second call with a larger step budget continues from the checkpoint.
     more = train_draft(bundled_pair.target, tmp_path / "work", tmp_path / "draft",
                        DraftTrainingConfig(**{**config.__dict__, "max_steps": 4}), log=lambda _: None)
-    assert more["steps"] == 4 and len(more["history"]) == 3
+    assert more["steps"] == 4 and len(more["history"]) == 4
     # The steps are the budget that ran out (not the 5 minutes): the 4th step, 3/4 of the way, is in the
     # last 30 %, where the rate falls: 1 - 0.9 * (0.75 - 0.7) / 0.3 of the peak.
     assert more["history"][-1]["learning_rate"] == pytest.approx(config.learning_rate * 0.85)

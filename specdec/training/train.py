@@ -260,8 +260,13 @@ def train_draft(
 
     eval_path = work_folder / f"eval-{config.eval_tokens}.pt"
     if not eval_path.exists():
-        eval_sets = {name: make_eval_set(target, json.loads(path.read_text())["prompts"], config.eval_tokens)
-                     for name, path in TRAINING_EVAL_SETS.items()}
+        # Along the target's greedy answers (what T = 0 drafting meets) and its answers sampled at T = 1
+        # (what T = 1 drafting meets: Σ min(p, q) there is the acceptance rate at T = 1).
+        eval_sets = {}
+        for name, path in TRAINING_EVAL_SETS.items():
+            prompts = json.loads(path.read_text())["prompts"]
+            eval_sets[name] = make_eval_set(target, prompts, config.eval_tokens)
+            eval_sets[f"{name} sampled"] = make_eval_set(target, prompts, config.eval_tokens, sampled=True)
         torch.save(eval_sets, eval_path)
     eval_sets = torch.load(eval_path, weights_only=False)
 
@@ -300,6 +305,22 @@ def train_draft(
     def progress() -> float:
         return budget_spent(state, config.minutes, config.max_steps)
 
+    def read_back(loss: float | None) -> None:
+        """Score the draft on the evaluation sets, log it and keep a checkpoint."""
+        draft.eval()
+        scores = {name: evaluate(draft, s, target.vocab_size) for name, s in eval_sets.items()}
+        draft.train()
+        state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
+                                 "learning_rate": optimizer.param_groups[0]["lr"],
+                                 "loss": loss, "answers": len(examples), **scores})
+        log(f"step {state['step']}: loss {'-' if loss is None else f'{loss:.3f}'} "
+            + " ".join(f"{n}: Σmin {s['sum_min_pq']:.3f} agree {s['greedy_agreement']:.3f}"
+                       for n, s in scores.items()))
+        torch.save({"draft": trainable_state(draft), "optimizer": optimizer.state_dict(),
+                    "state": state}, checkpoint_path)
+
+    if not state["history"]:
+        read_back(None)  # where training starts: the curve's first point
     with tqdm(total=100, initial=int(100 * progress()), desc="training", unit="%") as bar:
         while progress() < 1:
             start = time.perf_counter()
@@ -318,17 +339,7 @@ def train_draft(
             bar.set_postfix(step=state["step"], loss=f"{loss.item():.3f}")
             finished = progress() >= 1
             if state["step"] % config.eval_every == 0 or finished:
-                draft.eval()
-                scores = {name: evaluate(draft, s, target.vocab_size) for name, s in eval_sets.items()}
-                draft.train()
-                state["history"].append({"step": state["step"], "minutes": state["seconds"] / 60,
-                                         "learning_rate": optimizer.param_groups[0]["lr"],
-                                         "loss": loss.item(), "answers": len(examples), **scores})
-                log(f"step {state['step']}: loss {loss.item():.3f} "
-                    + " ".join(f"{n}: Σmin {s['sum_min_pq']:.3f} agree {s['greedy_agreement']:.3f}"
-                               for n, s in scores.items()))
-                torch.save({"draft": trainable_state(draft), "optimizer": optimizer.state_dict(),
-                            "state": state}, checkpoint_path)
+                read_back(loss.item())
 
     card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
             "answers": len(examples), "labelled_positions": sum(len(e.top_ids) for e in examples),
