@@ -1,5 +1,6 @@
-"""The app on a free localhost port, for the scripts that drive it in a browser (screenshots.py,
-load_test.py): started with `streamlit run app.py`, stopped with its whole process group."""
+"""The app on a free localhost port, for the scripts and tests that drive it in a browser
+(screenshots.py, load_test.py, tests/test_browser*.py): started with `streamlit run app.py`, stopped
+with its whole process group; and a click timed the way a class waits for it."""
 
 from __future__ import annotations
 
@@ -78,3 +79,28 @@ def app_server(log_path: Path, env: dict[str, str] | None = None, timeout: float
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=15)
+
+
+CHARTS = '[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]'
+MAIN = '[data-testid="stMainBlockContainer"]'
+ERROR = '[data-testid="stException"]'
+
+
+def timed_click(page, button: str, done, milestone: str | None = None, timeout_ms: float = 600_000) -> dict:
+    """Click the main area's `button` -> seconds to the first new chart, to the text `milestone` (if
+    given) and to the locator `done` (or an error box), with the machine's load average before and after:
+    how long the page kept the class waiting."""
+    charts = page.locator(CHARTS).count()
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    page.locator(MAIN).get_by_role("button", name=button, exact=True).click()
+    page.wait_for_function("([charts, before]) => document.querySelectorAll(charts).length > before",
+                           arg=[CHARTS, charts], timeout=timeout_ms, polling=100)  # fmt: skip
+    figures = {"click_to_first_chart_s": round(time.monotonic() - started, 1)}
+    if milestone:
+        page.get_by_text(milestone).first.wait_for(timeout=timeout_ms)
+        figures["click_to_milestone_s"] = round(time.monotonic() - started, 1)
+    done.first.or_(page.locator(ERROR).first).wait_for(timeout=timeout_ms)
+    return figures | {"click_to_answer_s": round(time.monotonic() - started, 1),
+                      "load_average_1min_before": round(load, 2),
+                      "load_average_1min_after": round(os.getloadavg()[0], 2)}

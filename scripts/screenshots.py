@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_app import CHROMIUM, CHROMIUM_ARGS, ROOT, app_server  # noqa: E402 - this folder's helper
+from local_app import CHROMIUM, CHROMIUM_ARGS, ERROR, ROOT, app_server, timed_click  # noqa: E402 - this folder's helper
 
 IMAGES = ROOT / "docs" / "images"
 LOAD_TIMEOUT_MS = 600_000  # a first start converts the model; a busy machine takes longer
@@ -129,22 +127,13 @@ def guarantee_playground(page, url: str) -> Path:
 
 
 def run_timed(page, button: str, done, milestone: str | None = None) -> None:
-    """Click `button`; print how long the page kept the class waiting: to its first chart, to the text
-    `milestone` (if given), to `done`."""
-    charts = page.locator('[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"]').count()
-    started = time.monotonic()
-    page.get_by_role("button", name=button).click()
-    page.wait_for_function(
-        """(before) => document.querySelectorAll('[data-testid="stPlotlyChart"], '
-                                                 + '[data-testid="stVegaLiteChart"]').length > before""",
-        arg=charts, timeout=LOAD_TIMEOUT_MS, polling=100)  # fmt: skip
-    first_chart = time.monotonic() - started
-    if milestone:
-        page.get_by_text(milestone).first.wait_for(timeout=LOAD_TIMEOUT_MS)
-        milestone = f"'{milestone}' after {time.monotonic() - started:.1f} s, "
-    done.wait_for(timeout=LOAD_TIMEOUT_MS)
-    print(f"{button}: first chart after {first_chart:.1f} s, {milestone or ''}done after "
-          f"{time.monotonic() - started:.1f} s (load average {os.getloadavg()[0]:.2f})")  # fmt: skip
+    """Click `button`; print how long the page kept the class waiting (timed_click's figures)."""
+    figures = timed_click(page, button, done, milestone, LOAD_TIMEOUT_MS)
+    if page.locator(ERROR).count():
+        raise SystemExit(f"{button}: the page shows an error")
+    reached = f"'{milestone}' after {figures['click_to_milestone_s']} s, " if milestone else ""
+    print(f"{button}: first chart after {figures['click_to_first_chart_s']} s, {reached}done after "
+          f"{figures['click_to_answer_s']} s (load average {figures['load_average_1min_after']:.2f})")
     wait_idle(page)
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from test_browser import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, wait_idle
-from test_browser_guarantee import SIZES, record, timed_click
+from test_browser_guarantee import SIZES, record, timed_answer
 from test_browser_instructor import click_and_wait, shot
 
 from specdec.lab.batching import QUICK_RUN
@@ -41,7 +41,7 @@ def test_the_quick_default_answers_and_says_what_its_numbers_show():
             page.goto(f"{base}/class-is-a-batch")  # the sidebar's defaults, a fresh session
             page.get_by_role("button", name="Decode the class").wait_for(timeout=300_000)
             wait_idle(page)
-            quick[size] = timed_click(page, "Decode the class", "In practice.")
+            quick[size] = timed_answer(page, "Decode the class", "In practice.")
             assert quick[size]["click_to_first_chart_s"] < quick[size]["click_to_answer_s"]  # drawn live
             quick[size]["claim"] = check_claim(page)
             page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
