@@ -44,3 +44,24 @@ def test_reduced_head_is_in_use(bundled_pair):
     drafter = bundled_pair.new_drafter()
     assert isinstance(drafter.cached, CachedModel) and drafter.cached.head is not None
     assert len(drafter.cached.head.token_ids) == 8192
+
+
+def test_a_trained_drafts_output_folder_loads_as_a_draft(bundled_pair, tmp_path):
+    """train-draft writes layers, not a model: --draft-model takes that folder (to race it before it is
+    shipped), assembled with the target's embeddings as the shipped draft is."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from specdec.models.loading import bundled_draft_folder, resolve_model_path
+
+    trained = tmp_path / "draft"
+    shutil.copytree(SHIPPED_DRAFT, trained, ignore=shutil.ignore_patterns("*.md", "*-steps.json"))
+    assembled = resolve_model_path(str(trained))
+    assert assembled != str(trained) and "trained-draft-" in assembled
+    ours = load_file(f"{assembled}/model.safetensors")
+    shipped = load_file(bundled_draft_folder() / "model.safetensors")
+    assert ours.keys() == shipped.keys() and all(torch.equal(ours[k], shipped[k]) for k in ours)
+    # Negative control: a complete model folder, or any other path, is passed on as it is.
+    assert resolve_model_path(str(bundled_draft_folder())) == str(bundled_draft_folder())
+    assert resolve_model_path(str(tmp_path)) == str(tmp_path)

@@ -25,8 +25,9 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-model", default=BUNDLED_TARGET,
                         help=f"bundled name, Hugging Face id or local folder (default {BUNDLED_TARGET})")
     drafter = parser.add_mutually_exclusive_group()
-    drafter.add_argument("--draft-model", help="draft model (bundled name, Hugging Face id or folder) or "
-                         "feature head (bundled name or folder); 'ngram+' before it: n-gram lookup first")
+    drafter.add_argument("--draft-model", help="draft model (bundled name, Hugging Face id, folder, or "
+                         "train-draft's output folder) or feature head (bundled name or folder); 'ngram+' "
+                         "before it: n-gram lookup first")
     drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
 
 

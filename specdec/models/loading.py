@@ -286,21 +286,31 @@ def shipped_draft_exists() -> bool:
 
 def bundled_draft_folder() -> Path:
     """The shipped draft layers + the target's embeddings, assembled once into a model folder."""
-    weights = SHIPPED_DRAFT / SHIPPED_DRAFT_WEIGHTS
     if not shipped_draft_exists():
         raise SpecDecError(f"no trained draft is shipped at {SHIPPED_DRAFT}: use --drafter ngram")
-    shipped = [weights, SHIPPED_DRAFT / "config.json", SHIPPED_DRAFT / HEAD_TOKENS_FILE]
-    version = hashlib.sha256(b"".join(f.read_bytes() for f in shipped if f.exists())).hexdigest()[:12]
+    return assembled_draft_folder(SHIPPED_DRAFT, "SmolLM2-135M-Instruct-draft")
+
+
+def is_trained_draft(folder: Path) -> bool:
+    """Whether `folder` is `train-draft`'s output: a draft's layers for the bundled target, no full model."""
+    return (folder / SHIPPED_DRAFT_WEIGHTS).is_file() and not (folder / "model.safetensors").exists()
+
+
+def assembled_draft_folder(layers_folder: Path, name: str) -> Path:
+    """A draft's layers (shipped, or `train-draft`'s output) + the bundled target's embeddings, assembled
+    once into a model folder in the cache, named by a hash of the layers' files."""
+    files = [layers_folder / file for file in (SHIPPED_DRAFT_WEIGHTS, "config.json", HEAD_TOKENS_FILE)]
+    version = hashlib.sha256(b"".join(f.read_bytes() for f in files if f.exists())).hexdigest()[:12]
     target_folder = bundled_target_folder()
 
     def assemble(staging: Path) -> None:
         try:
-            assemble_draft(SHIPPED_DRAFT, target_folder, staging)
-        except Exception as error:  # noqa: BLE001 - damaged shipped files or cache: one line
-            raise SpecDecError(f"could not assemble the bundled draft from {SHIPPED_DRAFT.name}/: "
+            assemble_draft(layers_folder, target_folder, staging)
+        except Exception as error:  # noqa: BLE001 - damaged layers or cache: one line
+            raise SpecDecError(f"could not assemble the draft from {layers_folder.name}/: "
                                f"{first_line(error)}") from error
 
-    return cached_folder(cache_root() / f"SmolLM2-135M-Instruct-draft-{version}", assemble)
+    return cached_folder(cache_root() / f"{name}-{version}", assemble)
 
 
 def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> None:
@@ -336,6 +346,8 @@ def resolve_model_path(name: str) -> str:
         return str(bundled_target_folder())
     if name == BUNDLED_DRAFT:
         return str(bundled_draft_folder())
+    if is_trained_draft(Path(name)):  # train-draft's output, raced before it is shipped
+        return str(assembled_draft_folder(Path(name), "trained-draft"))
     return name
 
 
