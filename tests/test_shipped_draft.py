@@ -65,3 +65,4 @@ def test_a_trained_drafts_output_folder_loads_as_a_draft(bundled_pair, tmp_path)
     # Negative control: a complete model folder, or any other path, is passed on as it is.
     assert resolve_model_path(str(bundled_draft_folder())) == str(bundled_draft_folder())
     assert resolve_model_path(str(tmp_path)) == str(tmp_path)
+    shutil.rmtree(assembled)  # a copy of the shipped draft: not worth its 140 MB in the cache
