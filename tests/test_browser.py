@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 # The browser and the server as the scripts start them (the other browser tests import them from here).
-from local_app import CHROMIUM, CHROMIUM_ARGS, ERROR, app_server, free_port, timed_click  # noqa: E402, F401
+from local_app import CHROMIUM, CHROMIUM_ARGS, ERROR, MAIN, app_server, free_port, timed_click  # noqa: E402, F401
 
 ARTIFACTS = ROOT / "test-artifacts"
 STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]

@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, wait_idle
+from test_browser import ARTIFACTS, CHROMIUM, MAIN, browser_page, streamlit_server, wait_idle
 from test_browser_guarantee import SIZES, record, timed_answer
 from test_browser_instructor import click_and_wait, shot
 
@@ -27,7 +27,6 @@ pytestmark = [
 ]
 
 NUMBERS = ARTIFACTS / "batch-class-numbers.json"
-MAIN = '[data-testid="stMainBlockContainer"]'
 
 
 def test_the_quick_default_answers_and_says_what_its_numbers_show():

@@ -17,6 +17,7 @@ from test_browser import (
     ARTIFACTS,
     CHROMIUM,
     ERROR,
+    MAIN,
     browser_page,
     metric,
     streamlit_server,
@@ -33,7 +34,6 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"),
 ]
 
-MAIN = '[data-testid="stMainBlockContainer"]'
 SIZES = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
 TIMES = ARTIFACTS / "quick-runs.json"
 
