@@ -20,16 +20,24 @@ from specdec.cli.bench import (
     run_bench_sets,
 )
 from specdec.cli.bench_report import format_batch_table, format_bench_table
+from specdec.clock import now
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.lab.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
+from specdec.models.startup import StartupSplit, first_token_seconds, load_timed
 from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:
-    return ModelPair.load(args.target_model, args.draft_model or args.drafter)
+    return load_pair_timed(args)[0]
+
+
+def load_pair_timed(args: argparse.Namespace) -> tuple[ModelPair, StartupSplit]:
+    """The pair, and where the start went (the imports as main.py timed them)."""
+    drafter = args.draft_model or args.drafter
+    return load_timed(args.target_model, drafter, getattr(args, "imports_seconds", None))
 
 
 def describe_pair(pair: ModelPair) -> None:
@@ -51,10 +59,11 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
     if args.num_samples < 1:
         raise SpecDecError(f"num-samples must be >= 1, got {args.num_samples}")
     settings = settings_from_args(args)  # validates the numbers before any model loads
-    pair = load_pair(args)
+    pair, startup = load_pair_timed(args)
     prompt_ids = pair.encode_prompt(prompt, args.chat, settings.max_new_tokens)
     if not args.json:
         describe_pair(pair)
+    loaded_at, first_token_at = now(), []
     if settings.rule in LOSSY_RULES and not args.no_speculation:
         print(f"note: the {settings.rule} rule is lossy: above temperature 0 its output is not distributed "
               "as the target's", file=sys.stderr)  # fmt: skip
@@ -62,18 +71,28 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
         settings = settings_from_args(args, seed_offset=sample_index)
         with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,
                   disable=args.json or None, leave=False) as progress:
+
+            def on_tokens(count: int) -> None:
+                if not first_token_at:
+                    first_token_at.append(now())
+                progress.update(count)
+
             try:
                 result = generate(pair, prompt_ids, settings, not args.no_speculation,
-                                  on_tokens=progress.update, detail=args.json)
+                                  on_tokens=on_tokens, detail=args.json)
             except torch.OutOfMemoryError as error:
                 raise SpecDecError("out of memory: lower max-new-tokens or use smaller models") from error
         engine_line = None  # the summary in an engine's words (--metrics-style)
         if args.metrics_style and not args.no_speculation:
             engine_line = engine_summary(args.metrics_style, result.rounds, result.wall_seconds)
+        if first_token_at and sample_index == 0:
+            startup = startup.with_first_token(first_token_at[0] - loaded_at)
         if args.json:
             record = {"sample": sample_index, "seed": settings.seed, **result.to_dict()}
             if engine_line:
                 record["engine_summary"] = engine_line
+            if sample_index == 0:
+                record["startup"] = startup.to_dict()
             print(json.dumps(record), flush=True)
         else:
             if args.num_samples > 1:
@@ -82,6 +101,8 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
             print(_summary_line(result.metrics, not args.no_speculation), file=sys.stderr)
             if engine_line:
                 print(engine_line, file=sys.stderr)
+            if sample_index == 0:
+                print(startup.line(), file=sys.stderr)
 
 
 def run_generate_batch(args: argparse.Namespace, prompts: list[str]) -> None:
@@ -131,10 +152,14 @@ def run_bench(args: argparse.Namespace) -> None:
     if args.race_lengths and not race:
         raise SpecDecError("--race-lengths needs --race: the drafters to run at those lengths")
     lengths = parse_race_lengths(args.race_lengths) if args.race_lengths else []
-    pair = load_pair(args)
+    pair, startup = load_pair_timed(args)
+    startup = startup.with_first_token(first_token_seconds(pair))
+    if not args.json:
+        print(startup.line(), file=sys.stderr)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
                             with_hf=not args.no_hf, log=None if args.json else sys.stderr, race=race,
                             race_lengths=lengths)
+    report["startup"] = startup.to_dict()  # the race's drafters load later, inside run_bench_sets
     _print_report(report, args, format_bench_table)
 
 

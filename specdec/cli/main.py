@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
+from specdec.model_names import check_drafter_name, check_pair_names
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
 
 EXIT_BAD_INPUT = 2
@@ -29,6 +32,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
                          "train-draft's output folder) or feature head (bundled name or folder); 'ngram+' "
                          "before it: n-gram lookup first")
     drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
+    parser.add_argument("--retime", action="store_true", help="time this machine's matrix layouts, "
+                        "precisions and pass costs afresh, replacing the figures kept in the cache")
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser, chat_default: bool, exclude: tuple = ()) -> None:
@@ -162,11 +167,27 @@ def _read_prompt_lines(args: argparse.Namespace) -> list[str]:
     return prompts
 
 
+def check_names(args: argparse.Namespace) -> None:
+    """Every model name the command will load, checked before torch is imported (model_names)."""
+    if not hasattr(args, "target_model"):
+        return
+    check_pair_names(args.target_model, getattr(args, "draft_model", None) or getattr(args, "drafter", None))
+    for name in (getattr(args, "race", None) or "").split(","):
+        if name.strip():
+            check_drafter_name(name.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        # Imported here so `--help` and argument errors answer without loading torch.
+        check_names(args)
+        if getattr(args, "retime", False):
+            os.environ["SPECDEC_RETIME"] = "1"  # kernels.kept_timings: time afresh, replace what is kept
+        # Imported here so `--help`, argument errors and bad names answer without loading torch.
+        started = time.perf_counter()
         from specdec.cli import commands
+
+        args.imports_seconds = time.perf_counter() - started
 
         if args.command == "generate" and args.batch:
             commands.run_generate_batch(args, _read_prompt_lines(args))

@@ -1,6 +1,7 @@
 """Which layout and precision this machine runs a model fastest in, and what its passes cost: timed
-once per process at load (specdec/models/loading.py applies them; the engine reads only the pass
-costs, handed to it as numbers).
+once per machine and model at load, the figures kept for later processes (kept_timings.py);
+specdec/models/loading.py applies them, and the engine reads only the pass costs, handed to it as
+numbers.
 
 The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
 AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
@@ -24,6 +25,7 @@ from torch import nn
 from transformers import DynamicCache
 
 from specdec.clock import now
+from specdec.kernels import kept_timings
 from specdec.kernels.matmul import (
     INT8,
     ROWS,
@@ -83,25 +85,40 @@ def _pass_seconds(model: nn.Module, tokens: int = 1, repeats: int = 3,
     return min(times[warm_up:])
 
 
-# Choices already timed in this process, by (what was chosen, the model's config and dtype). Timing
+# Choices already made in this process, by (what was chosen, the model's config and dtype). Timing
 # is noisy; a second load of the same model must not choose otherwise, or a seed would not replay
 # exactly (the summation order, and with it a near-tie, would change).
 _CHOSEN: dict[tuple[str, str, str], object] = {}
 
 
 def once(what: str, model: nn.Module, decide):
-    """`decide()` the first time `what` is asked for a model of this config and dtype in this process;
-    the same answer after that."""
+    """`decide()` the first time `what` is asked for a model of this config and dtype in this process,
+    unless this machine already timed it for this model (kept_timings: read, not timed); the same answer
+    after that. A timing is kept for the next process unless the machine was busy while it ran."""
     key = (what, model.config.to_json_string(), str(model.dtype))
-    if key not in _CHOSEN:
-        _CHOSEN[key] = decide()
+    if key in _CHOSEN:
+        return _CHOSEN[key]
+    label = kept_timings.model_label(model)
+    if (kept := kept_timings.read(what, model)) is not None:
+        _CHOSEN[key], timed_at = kept
+        kept_timings.RECORDS.append(kept_timings.TimingRecord(what, label, kept_timings.READ, timed_at, 0.0))
+        return _CHOSEN[key]
+    busy_before, started = kept_timings.busy(), now()
+    _CHOSEN[key] = decide()
+    seconds, timed_at = now() - started, kept_timings.now_iso()
+    if busy_before or kept_timings.busy():
+        source = kept_timings.NOT_KEPT
+    else:
+        source = kept_timings.TIMED_NOW
+        kept_timings.write(what, model, _CHOSEN[key], timed_at)
+    kept_timings.RECORDS.append(kept_timings.TimingRecord(what, label, source, timed_at, round(seconds, 2)))
     return _CHOSEN[key]
 
 
 def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     """A draft on a CPU in whichever precision drafts a token fastest here (a draft feeds one token at a
     time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`
-    int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per process and
+    int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per machine and
     model, the candidates in turns, each pass after a sweep of the CPU's caches (`decide` below). On the
     Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows and 1.8-2.0 ms
     in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted token costing
@@ -142,7 +159,7 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
 def choose_layout(model: nn.Module) -> str:
     """Give a model on a CPU (fp32, or bf16 where the CPU has bf16 math) the layout that runs a 1-token
     pass fastest, split (module docstring) where another runs passes of 2 to 8 tokens faster; timed once per
-    process and model, the candidates taking turns on the same context (`_fastest_layout`). Other
+    machine and model, the candidates taking turns on the same context (`_fastest_layout`). Other
     models are left alone. SPECDEC_MATMUL fixes it (rows, columns, packed, mkl, or a split such as
     rows/packed@4)."""
     forced = os.environ.get("SPECDEC_MATMUL")
@@ -201,8 +218,8 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
 
 def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[float, ...]:
     """What a decoding pass over 1, 2, ..., `max_tokens` new tokens costs on this machine, in passes
-    over one token, in the model's layout(s); timed once per process and model. What a draft adds to
-    its verification pass is read off it (core.drafters.stop_thresholds).
+    over one token, in the model's layout(s); timed once per machine and model (kept_timings). What a
+    draft adds to its verification pass is read off it (core.drafters.stop_thresholds).
 
     The sizes take turns, `sweeps` times over, and each keeps its fastest pass (`_fastest_passes`), so
     a moment when the machine is slow touches every size alike. A pass over more tokens never

@@ -121,7 +121,7 @@ def _read_head(name: str, folder: Path, target: LoadedModel) -> LoadedHead:
 def _faster_layout(head: FeatureHead, reduced: ReducedHead, vocab_size: int) -> str:
     """The target's layout or int8 weights (kernels.matmul.Int8Linear), whichever drafts a token faster
     here: drafting steps in turns, each after a sweep of the CPU's caches (`_drafting_step_seconds`),
-    as kernels.choice.faster_precision times a draft; timed once per process and head shape. Like a
+    as kernels.choice.faster_precision times a draft; timed once per machine and head. Like a
     draft's, a head's numbers change q and nothing else."""
 
     def decide() -> str:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
-import socket
 import tempfile
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,6 +30,7 @@ from specdec.core.cached_model import ReducedHead
 from specdec.errors import SpecDecError, first_line, out_of_memory_message
 from specdec.kernels.choice import choose_layout, faster_precision, pass_costs, warm_up
 from specdec.kernels.matmul import describe_layout, layout_of
+from specdec.model_names import hub_reachable
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, cache_root
 
 HEAD_TOKENS_FILE = "draft_head_tokens.json"  # optional in a draft folder: the ids its head scores
@@ -326,18 +325,6 @@ def assemble_draft(shipped: Path, target_folder: Path, destination: Path) -> Non
     AutoTokenizer.from_pretrained(target_folder).save_pretrained(destination)
     if (shipped / HEAD_TOKENS_FILE).exists():
         shutil.copy(shipped / HEAD_TOKENS_FILE, destination / HEAD_TOKENS_FILE)
-
-
-@functools.cache
-def hub_reachable() -> bool:
-    """Whether the Hugging Face hub answers (asked once per process; HF_HUB_OFFLINE=1 means no)."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        return False
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=3).close()
-    except OSError:
-        return False
-    return True
 
 
 def resolve_model_path(name: str) -> str:

@@ -8,12 +8,10 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.errors import SpecDecError
 from specdec.kernels.decoder_step import draft_step_by_hand, head_step_by_hand
+from specdec.model_names import LOOKUP_FIRST, NGRAM, check_pair_names
 from specdec.models.feature_head import LoadedHead, is_head, load_head
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
-
-NGRAM = "ngram"
-LOOKUP_FIRST = "ngram+"  # "ngram+<draft model>": copy when the text repeats itself, else ask the model
 
 
 def default_drafter(target_name: str) -> str:
@@ -39,6 +37,7 @@ class ModelPair:
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
         """`drafter` is "ngram", a draft model's bundled name, Hugging Face id or folder, or a feature
         head's (bundled name or folder); "ngram+" before a model or head: lookup first."""
+        check_pair_names(target_name, drafter)  # a mistyped name fails before any weight loads
         target = load_model(target_name)
         _ = target.pass_costs  # timed now, with the load, not when the first run starts
         return cls(target, None).with_drafter(drafter or default_drafter(target_name))

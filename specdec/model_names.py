@@ -1,0 +1,88 @@
+"""Model names checked before any weight loads (no torch here): a mistyped name is refused in well
+under a second, not after the target has loaded and the machine has been timed.
+
+A name is a bundled name, a local folder, or a Hugging Face id (`org/name`). A drafter is also "ngram",
+or "ngram+" before a model or feature head's name.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import socket
+from pathlib import Path
+
+from specdec.errors import SpecDecError
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+
+NGRAM = "ngram"
+LOOKUP_FIRST = "ngram+"  # "ngram+<draft model>": copy when the text repeats itself, else ask the model
+BUNDLED_PREFIX = "bundled:"
+BUNDLED_MODELS = (BUNDLED_TARGET, BUNDLED_DRAFT)
+BUNDLED_DRAFTERS = (BUNDLED_DRAFT, BUNDLED_HEAD)
+# Hugging Face's rule for a repository id: letters, digits, "-", "_", "."; at most one "/".
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+@functools.cache
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub answers (asked once per process; HF_HUB_OFFLINE=1 means no)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
+def _in_local_hub_cache(model_id: str) -> bool:
+    """Whether a Hugging Face id has a snapshot in this machine's cache (HF_HUB_CACHE, HF_HOME)."""
+    from huggingface_hub.constants import HF_HUB_CACHE  # light: no torch, no network
+
+    return (Path(HF_HUB_CACHE) / f"models--{model_id.replace('/', '--')}" / "snapshots").is_dir()
+
+
+def check_model_name(name: str, role: str = "model") -> None:
+    """SpecDecError with one line if `name` cannot be a loadable model: a bundled name that is not
+    shipped, a folder that does not exist (or is a file), a malformed id, or an id that is neither in
+    the local cache nor reachable. `role` ("target", "draft model") words the message."""
+    bundled = BUNDLED_DRAFTERS + (BUNDLED_TARGET,) if role != "target" else BUNDLED_MODELS
+    if name.startswith(BUNDLED_PREFIX):
+        if name not in bundled:
+            raise SpecDecError(f"there is no bundled {role} '{name}': the bundled ones are "
+                               f"{', '.join(bundled)}")  # fmt: skip
+        return
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise SpecDecError(f"the {role} '{name}' is a file: give the model's folder")
+        return
+    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
+        raise SpecDecError(f"the {role} folder '{name}' does not exist")
+    if not HUB_ID.fullmatch(name):
+        raise SpecDecError(f"the {role} '{name}' is not a bundled name, a folder here or a Hugging Face id "
+                           "(org/name)")  # fmt: skip
+    if not hub_reachable() and not _in_local_hub_cache(name):
+        raise SpecDecError(f"could not load {role} '{name}': it is not a folder here, not in the local "
+                           "Hugging Face cache, and the hub cannot be reached")  # fmt: skip
+
+
+def check_drafter_name(drafter: str) -> None:
+    """check_model_name for a drafter: "ngram", or a model or head name, with "ngram+" before it or not."""
+    if drafter == NGRAM:
+        return
+    name = drafter.removeprefix(LOOKUP_FIRST)
+    if not name.strip():
+        raise SpecDecError(f"'{drafter}' names no drafter after '{LOOKUP_FIRST}': add a draft model's name")
+    check_model_name(name, "draft model")
+
+
+def check_pair_names(target: str, drafter: str | None) -> None:
+    """Both names of a pair, before anything loads."""
+    if not target.strip():
+        raise SpecDecError("the target model name is empty: give a bundled name, Hugging Face id or folder")
+    check_model_name(target, "target")
+    if drafter is not None:
+        check_drafter_name(drafter)
