@@ -9,7 +9,10 @@ SPECDEC_ALLOWED_MODELS, SPECDEC_MAX_PROMPT_CHARS and SPECDEC_PREFILL_CHUNK set h
 
 import os
 import sys
+import time
 from pathlib import Path
+
+_IMPORTS_STARTED = time.perf_counter()  # the status box's start-up split: what the imports below take
 
 # One CPU thread per model call, unless OMP_NUM_THREADS says otherwise. Decoding works on 1 to γ+1
 # tokens, too little to split; on a small shared machine (2 cores, another process busy) a Step took
@@ -33,6 +36,7 @@ from specdec.models.loading import free_device_memory  # noqa: E402
 
 st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
 
+ui.note_imports(time.perf_counter() - _IMPORTS_STARTED)
 ui.init_state()
 ui.sidebar_controls()
 # A cold server draws its menu at once: the menu first, then the models load in a background thread

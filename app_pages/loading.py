@@ -17,7 +17,9 @@ from specdec.config import Settings
 from specdec.errors import SpecDecError, first_line, is_out_of_memory, out_of_memory_message
 from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_allowed
 from specdec.lab.stepper import LiveRuns
+from specdec.model_names import check_pair_names
 from specdec.models.pair import NGRAM, ModelPair
+from specdec.models.startup import StartupSplit, first_token_seconds, forget_machine_timings, timed_load
 
 
 def waiting_message(ahead: int) -> str:
@@ -46,6 +48,17 @@ def live_runs() -> LiveRuns:
 def load_failures() -> LoadFailures:
     """Loads that failed in this server process: a bad link costs its load time once."""
     return LoadFailures()
+
+
+@st.cache_resource(show_spinner=False)
+def startup_splits() -> dict[tuple[str, str] | str, StartupSplit | float]:
+    """Where this server's start went, per pair loaded ("imports": app.py's imports, in seconds)."""
+    return {}
+
+
+def note_imports(seconds: float) -> None:
+    """app.py's import time: the first run of a server pays it, later runs find the modules loaded."""
+    startup_splits().setdefault("imports", seconds)
 
 
 def _sidebar_key() -> tuple[str, str]:
@@ -120,7 +133,14 @@ def _load_or_explain(
     also runs in the background thread."""
     try:
         check_allowed(target, drafter, allowed_models(os.environ))
-        return _load_pair(target, drafter), None
+        check_pair_names(target, drafter)  # a mistyped name fails before the target loads
+        splits = startup_splits()
+        if (target, drafter) in splits:
+            return _load_pair(target, drafter), None
+        pair, split = timed_load(lambda: _load_pair(target, drafter), splits.get("imports"))
+        # The first token paid here, in the load's thread, not by the first Step.
+        splits[target, drafter] = split.with_first_token(first_token_seconds(pair))
+        return pair, None
     except SpecDecError as error:
         message = str(error)
     except Exception as error:  # noqa: BLE001 - a user's model can fail in many ways; never a traceback
@@ -128,6 +148,15 @@ def _load_or_explain(
                    else f"could not load the models: {type(error).__name__}: {first_line(error)}")
     failures.remember((target, drafter), message)
     return None, message
+
+
+def _time_machine_again() -> None:
+    """The status box's switch: drop the kept timings and the loaded models; the next run reloads and
+    times afresh."""
+    forget_machine_timings()
+    pair_shelf().clear()
+    startup_splits().clear()
+    _background_load.clear()
 
 
 def _retry_load() -> None:
@@ -159,6 +188,12 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
         sb.caption(f"**Draft:** {lookup}{html.escape(_short(pair.draft))}")
     else:
         sb.caption("**Drafter:** n-gram prompt lookup (no model, q = 1 on the copied token)")
+    split = startup_splits().get(_sidebar_key())
+    if isinstance(split, StartupSplit):
+        sb.caption(html.escape(split.line().replace("start-up:", "**Start-up:**", 1)))
+    sb.button("Time this machine again", on_click=_time_machine_again, key="b_retime",
+              help="the matrix layouts and pass costs are timed once per machine and kept; this times "
+                   "them afresh and reloads the models (about half a minute; every session waits)")
 
 
 @st.fragment(run_every=1.0)

@@ -19,6 +19,7 @@ from app_pages.loading import (  # noqa: F401 - re-exported for the pages
     load_pair,
     loading_now,
     model_status,
+    note_imports,
     pair_shelf,
     require_pair,
     require_prompt,

@@ -49,24 +49,21 @@ def check_model_name(name: str, role: str = "model") -> None:
     shipped, a folder that does not exist (or is a file), a malformed id, or an id that is neither in
     the local cache nor reachable. `role` ("target", "draft model") words the message."""
     bundled = BUNDLED_DRAFTERS + (BUNDLED_TARGET,) if role != "target" else BUNDLED_MODELS
-    if name.startswith(BUNDLED_PREFIX):
-        if name not in bundled:
-            raise SpecDecError(f"there is no bundled {role} '{name}': the bundled ones are "
-                               f"{', '.join(bundled)}")  # fmt: skip
-        return
     path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise SpecDecError(f"the {role} '{name}' is a file: give the model's folder")
-        return
-    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
-        raise SpecDecError(f"the {role} folder '{name}' does not exist")
-    if not HUB_ID.fullmatch(name):
-        raise SpecDecError(f"the {role} '{name}' is not a bundled name, a folder here or a Hugging Face id "
-                           "(org/name)")  # fmt: skip
-    if not hub_reachable() and not _in_local_hub_cache(name):
-        raise SpecDecError(f"could not load {role} '{name}': it is not a folder here, not in the local "
-                           "Hugging Face cache, and the hub cannot be reached")  # fmt: skip
+    if name.startswith(BUNDLED_PREFIX):
+        problem = None if name in bundled else f"no such bundled model ({', '.join(bundled)} are)"
+    elif path.exists():
+        problem = None if path.is_dir() else "it is a file: give the model's folder"
+    elif path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
+        problem = "no such folder"
+    elif not HUB_ID.fullmatch(name):
+        problem = "it is not a bundled name, a folder here or a Hugging Face id (org/name)"
+    elif not hub_reachable() and not _in_local_hub_cache(name):
+        problem = "not a folder here, not in the local Hugging Face cache, and the hub cannot be reached"
+    else:
+        problem = None
+    if problem:
+        raise SpecDecError(f"could not load model '{name}' (the {role}): {problem}")
 
 
 def check_drafter_name(drafter: str) -> None:

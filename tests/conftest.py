@@ -17,6 +17,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_models, browser
 # here: the quick loop's controlling process loads this file too, before its workers start.
 
 
+@pytest.fixture
+def nothing_timed(monkeypatch, tmp_path):
+    """Nothing timed yet in this process and nothing kept on disk (kernels.kept_timings): a test that
+    fakes the timing sees it run, and its fakes are kept in its own folder, not beside real figures."""
+    from specdec.kernels import choice
+
+    monkeypatch.setattr(choice, "_CHOSEN", {})
+    monkeypatch.setenv("SPECDEC_TIMINGS", str(tmp_path / "machine-timings"))
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from tiny_models import tiny_tokenizer

@@ -13,7 +13,6 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import FeatureDrafter
 from specdec.core.feature_head import FeatureHead
 from specdec.core.rounds import speculative_rounds, target_only_steps
-from specdec.kernels import choice
 from specdec.kernels import decoder_step as step_module
 from specdec.kernels.decoder_step import head_step_by_hand
 from specdec.kernels.matmul import INT8, Int8Linear, int8_available, layout_of, set_layout
@@ -83,7 +82,8 @@ def test_a_head_step_that_left_out_the_context_would_be_caught(tiny_target, voca
 
 @pytest.mark.parametrize("int8_faster", [True, False])
 def test_a_loaded_head_keeps_int8_weights_only_where_they_draft_faster(tiny_target, vocab, tmp_path,
-                                                                      monkeypatch, int8_faster):
+                                                                      monkeypatch, int8_faster,
+                                                                      nothing_timed):
     if not int8_available():
         pytest.skip("this torch has no int8 weight product")
     save_head(stepping_head(tiny_target, vocab, "adds"), tmp_path, list(range(0, vocab, 2)), {"tiny": True})
@@ -94,7 +94,6 @@ def test_a_loaded_head_keeps_int8_weights_only_where_they_draft_faster(tiny_targ
         return 1.0 if timed[-1] == int8_faster else 2.0
 
     monkeypatch.setattr(head_module, "_drafting_step_seconds", fake_seconds)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     loaded = load_head(str(tmp_path), LoadedModel("tiny", tiny_target, None))
     assert (layout_of(loaded.head) == INT8) == int8_faster
@@ -112,5 +111,4 @@ def test_a_loaded_head_keeps_int8_weights_only_where_they_draft_faster(tiny_targ
     assert (type(loaded.reduced.layer) is Int8Linear) == int8_faster
     # SPECDEC_DTYPE keeps a head off int8, as it keeps a draft.
     monkeypatch.setenv("SPECDEC_DTYPE", "float32")
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     assert layout_of(load_head(str(tmp_path), LoadedModel("tiny", tiny_target, None)).head) != INT8

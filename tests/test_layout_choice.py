@@ -16,14 +16,14 @@ needs_onednn = pytest.mark.skipif(not matmul.packed_available(), reason="this to
 
 @needs_int8
 @pytest.mark.parametrize("int8_faster", [True, False])
-def test_a_draft_keeps_int8_weights_only_where_they_draft_faster(tiny_target, monkeypatch, int8_faster):
+def test_a_draft_keeps_int8_weights_only_where_they_draft_faster(tiny_target, monkeypatch, int8_faster,
+                                                                 nothing_timed):
     model = copy.deepcopy(tiny_target)
 
     def fake_seconds(timed, **_):
         return 1.0 if (matmul.layout_of(timed) == matmul.INT8) == int8_faster else 2.0
 
     monkeypatch.setattr(choice, "_pass_seconds", fake_seconds)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.setenv("SPECDEC_MATMUL", "columns")
     kept = choice.faster_precision(model, int8=True)
     assert kept.dtype == torch.float32
@@ -59,7 +59,7 @@ def test_layout_choice_obeys_the_environment_and_spares_other_dtypes(tiny_target
 
 
 @pytest.mark.parametrize("bf16_faster", [True, False])
-def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch, bf16_faster):
+def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch, bf16_faster, nothing_timed):
     half = copy.deepcopy(tiny_target).to(torch.bfloat16)
     timed = []
 
@@ -68,7 +68,6 @@ def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch,
         return 1.0 if (model.dtype == torch.bfloat16) == bf16_faster else 2.0
 
     monkeypatch.setattr(choice, "_pass_seconds", fake_seconds)
-    monkeypatch.setattr(choice, "_CHOSEN", {})  # nothing timed yet in this process
     monkeypatch.setenv("SPECDEC_MATMUL", "columns")
     kept = choice.faster_precision(half)
     assert set(timed) == {torch.bfloat16, torch.float32}
@@ -79,10 +78,9 @@ def test_a_draft_keeps_whichever_precision_runs_faster(tiny_target, monkeypatch,
         assert half.dtype == torch.bfloat16  # the bf16 model itself was not converted in place
 
 
-def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monkeypatch):
+def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monkeypatch, nothing_timed):
     """Timing is noisy: the same model loaded again in one process must get the same layout."""
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     model = copy.deepcopy(tiny_target)
     faster = iter([matmul.COLUMNS, matmul.ROWS])  # the second timing would say the opposite
 
@@ -98,9 +96,8 @@ def test_a_second_load_keeps_the_first_choice_so_seeds_replay(tiny_target, monke
 
 
 @pytest.mark.parametrize("fastest", matmul.candidate_layouts())
-def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
+def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest, nothing_timed):
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     timed = []
 
     def fake_seconds(model, **_):
@@ -114,11 +111,10 @@ def test_the_layout_timed_fastest_is_kept(tiny_target, monkeypatch, fastest):
 
 
 @needs_onednn
-def test_a_slow_moment_while_timing_does_not_decide_the_layout(tiny_target, monkeypatch):
+def test_a_slow_moment_while_timing_does_not_decide_the_layout(tiny_target, monkeypatch, nothing_timed):
     """The machine busy during the first two passes timed: the candidates take turns and keep their
     fastest pass, so rows, truly the fastest, is kept. (Timed one after another, packed would win.)"""
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     true_seconds = {matmul.ROWS: 1.0, matmul.COLUMNS: 1.5, matmul.PACKED: 1.2, matmul.MKL: 1.3}
     passes = itertools.count()
 
@@ -133,9 +129,9 @@ def test_a_slow_moment_while_timing_does_not_decide_the_layout(tiny_target, monk
 @needs_onednn
 @pytest.mark.parametrize(("few", "many", "many_from"), [("rows", "packed", 4), ("packed", "columns", 2),
                                                         ("rows", "packed", 5), ("packed", "packed", 2)])
-def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkeypatch, few, many, many_from):
+def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkeypatch, few, many, many_from,
+                                                             nothing_timed):
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
 
     def fake_seconds(model, tokens=1, **_):
         fastest = many if tokens >= many_from else few
@@ -148,16 +144,17 @@ def test_each_pass_size_gets_the_layout_timed_fastest_for_it(tiny_target, monkey
 
 
 def layout_chosen_from(tiny_target, monkeypatch, seconds: dict[str, list[float]]) -> str:
-    """The layout choose_layout keeps where a pass over n tokens takes seconds[layout][n - 1]."""
+    """The layout choose_layout keeps where a pass over n tokens takes seconds[layout][n - 1] (the
+    test that calls it asks for `nothing_timed`)."""
     monkeypatch.delenv("SPECDEC_MATMUL", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.setattr(choice, "_pass_seconds",
                         lambda model, tokens=1, **_: seconds[matmul.layout_of(model)][tokens - 1])
     return choice.choose_layout(copy.deepcopy(tiny_target))
 
 
 @needs_onednn
-def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_target, monkeypatch):
+def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_target, monkeypatch,
+                                                                       nothing_timed):
     """Packed a tenth faster over 2 to 4 tokens and level with rows at 5 (as with AVX2 kernels on the
     Intel Xeon): packed takes over from 2 tokens. Read off the 5-token pass alone, rows would stay."""
     seconds = {matmul.ROWS: [1.0, 1.7, 1.7, 1.7, 1.80, 1.9, 2.0, 2.1],
@@ -167,7 +164,7 @@ def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_tar
 
 
 @needs_onednn
-def test_the_longest_verification_passes_count_too(tiny_target, monkeypatch):
+def test_the_longest_verification_passes_count_too(tiny_target, monkeypatch, nothing_timed):
     """Columns and packed level over 2 to 5 tokens, packed a tenth cheaper over 6 to 8 (as with AVX2
     kernels on the AMD EPYC with AVX-512): packed takes over from 5. Timed to 5 tokens only, columns
     would stay, and code's rounds, which often verify 7 tokens, would pay for it."""
@@ -177,9 +174,9 @@ def test_the_longest_verification_passes_count_too(tiny_target, monkeypatch):
     assert layout_chosen_from(tiny_target, monkeypatch, seconds) == "columns/packed@5"
 
 
-def test_pass_costs_are_timed_per_size_relative_to_one_token_and_never_fall(tiny_target, monkeypatch):
+def test_pass_costs_are_timed_per_size_relative_to_one_token_and_never_fall(tiny_target, monkeypatch,
+                                                                            nothing_timed):
     monkeypatch.delenv("SPECDEC_PASS_COSTS", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     sizes = []
     seconds = {1: [0.011, 0.010], 2: [0.016, 0.015], 3: [0.014, 0.014], 4: [0.030, 0.020]}
 
@@ -194,9 +191,9 @@ def test_pass_costs_are_timed_per_size_relative_to_one_token_and_never_fall(tiny
     assert choice.pass_costs(tiny_target, 4, sweeps=2) == costs and len(sizes) == 8  # timed once
 
 
-def test_pass_costs_really_timed_on_a_model_and_fixed_by_the_environment(tiny_target, monkeypatch):
+def test_pass_costs_really_timed_on_a_model_and_fixed_by_the_environment(tiny_target, monkeypatch,
+                                                                         nothing_timed):
     monkeypatch.delenv("SPECDEC_PASS_COSTS", raising=False)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     costs = choice.pass_costs(tiny_target, 5)
     assert len(costs) == 5 and costs[0] == 1.0 and list(costs) == sorted(costs)
     monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,1.5,1.55")
@@ -211,7 +208,8 @@ def test_pass_costs_are_not_timed_for_a_half_precision_model(tiny_target):
 
 
 @needs_int8
-def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(tiny_target, monkeypatch):
+def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(tiny_target, monkeypatch,
+                                                                              nothing_timed):
     timed = []
 
     def fake_seconds(model, sweeper=None, **_):
@@ -219,7 +217,6 @@ def test_draft_precisions_are_timed_in_turns_each_after_a_sweep_of_the_caches(ti
         return 1.0
 
     monkeypatch.setattr(choice, "_pass_seconds", fake_seconds)
-    monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.setenv("SPECDEC_MATMUL", "columns")
     choice.faster_precision(copy.deepcopy(tiny_target), int8=True)
     assert all(swept for _, swept in timed)

@@ -136,7 +136,7 @@ def _precision(model) -> str:
 
 
 @pytest.mark.parametrize("fastest", ["bfloat16", "float32", "int8"])
-def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, fastest):
+def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypatch, fastest, nothing_timed):
     """With bf16 math on the CPU a draft loads in bf16 and keeps whichever of bf16, fp32 in its faster
     layout and int8 weights drafts a token fastest (timed at load; faked here); the target stays fp32
     on a CPU."""
@@ -144,7 +144,6 @@ def test_pair_loads_the_draft_fast_and_the_target_exact(tiny_pair_dirs, monkeypa
         pytest.skip("this torch has no int8 weight product")
     monkeypatch.delenv("SPECDEC_DTYPE", raising=False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: True)
-    monkeypatch.setattr(choice, "_CHOSEN", {})  # nothing timed yet in this process
     monkeypatch.setattr(choice, "_pass_seconds",
                         lambda model, **_: 1.0 if _precision(model) == fastest else 2.0)
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])

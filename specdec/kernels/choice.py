@@ -115,6 +115,11 @@ def once(what: str, model: nn.Module, decide):
     return _CHOSEN[key]
 
 
+def forget_chosen() -> None:
+    """Forget what this process chose: the next load asks again (kept_timings first)."""
+    _CHOSEN.clear()
+
+
 def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     """A draft on a CPU in whichever precision drafts a token fastest here (a draft feeds one token at a
     time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`

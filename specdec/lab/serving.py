@@ -88,6 +88,11 @@ class PairShelf:
                 self._after_load()
             return self._pairs[drafter]
 
+    def clear(self) -> None:
+        """Drop every model: the next request loads afresh."""
+        with self._lock:
+            self._drop()
+
     @property
     def target_names(self) -> list[str]:
         """The targets held now (at most one): what a test or the status box can check."""

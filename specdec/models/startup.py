@@ -4,12 +4,13 @@ timing the machine (or reading the figures kept for it), and the first token its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from dataclasses import replace as with_changes
 
 from specdec.clock import now
 from specdec.config import Settings
-from specdec.kernels import kept_timings
+from specdec.kernels import choice, kept_timings
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 
@@ -41,8 +42,13 @@ class StartupSplit:
 def load_timed(target: str, drafter: str | None, imports: float | None = None
                ) -> tuple[ModelPair, StartupSplit]:  # fmt: skip
     """ModelPair.load, with where its time went."""
+    return timed_load(lambda: ModelPair.load(target, drafter), imports)
+
+
+def timed_load(load: Callable[[], ModelPair], imports: float | None = None) -> tuple[ModelPair, StartupSplit]:
+    """`load()`, with where its time went."""
     records_before, started = len(kept_timings.RECORDS), now()
-    pair = ModelPair.load(target, drafter)
+    pair = load()
     return pair, split_since(records_before, now() - started, imports)
 
 
@@ -61,3 +67,10 @@ def first_token_seconds(pair: ModelPair) -> float:
     generate(pair, pair.encode_prompt("Hello", chat=False, max_new_tokens=1),
              Settings(max_new_tokens=1), detail=False)
     return now() - started
+
+
+def forget_machine_timings() -> None:
+    """Time this machine afresh at the next load: drop the figures kept for it and those chosen in this
+    process (models already loaded keep their layouts until they are loaded again)."""
+    kept_timings.forget()
+    choice.forget_chosen()
