@@ -8,7 +8,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "specdec"
 # Lowest first: a module may import from its own layer or any layer before it, never after.
 LAYERS = [
-    {"specdec.errors", "specdec.paths", "specdec.clock"},
+    {"specdec.errors", "specdec.paths", "specdec.clock", "specdec.model_names"},
     {"specdec.config"},
     {"specdec.core"},
     {"specdec.kernels"},  # the CPU's speed machinery: the core never imports it, models apply it

@@ -51,7 +51,7 @@ def test_pair_check_says_which_models_can_draft(tiny_pair_dirs):
              ("no/such-model-anywhere", "error"), ("ngram", "success")]  # fmt: skip
     for name, verdict in cases:
         at.text_input[0].set_value(name)
-        at.button[-1].click().run()
+        at.main.button[-1].click().run()  # the page's Check (the sidebar has buttons too)
         assert_clean(at)
         shown = at.success if verdict == "success" else at.error
         assert shown, name
