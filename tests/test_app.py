@@ -225,7 +225,11 @@ def test_a_link_naming_a_model_off_the_allow_list_loads_nothing(tiny_pair_dirs, 
 
 
 @pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
-def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch):
+def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch, tmp_path):
+    # A folder that exists, so the name passes the check made before loading (specdec.model_names),
+    # and whose load fails.
+    (tmp_path / "nowhere" / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
     calls = count_loads(monkeypatch, fail_with="could not load model 'nowhere/model': offline")
     at = make_app(tiny_pair_dirs, target="nowhere/model")
     for _ in range(100):  # the load runs in the background (another test's load may hold the models' lock)
@@ -241,6 +245,22 @@ def test_a_failed_load_is_remembered_until_retried(tiny_pair_dirs, monkeypatch):
     assert calls == [("nowhere/model", "ngram")]
     at.button(key="b_retry_load").click().run()
     assert len(calls) == 2
+
+
+def test_a_mistyped_name_is_refused_before_anything_loads(tiny_pair_dirs, monkeypatch):
+    """A bundled name that is not shipped, as a link or the sidebar gives it: its one line, and no load."""
+    monkeypatch.setenv("SPECDEC_ALLOWED_MODELS", "*")
+    calls = count_loads(monkeypatch)
+    at = make_app(tiny_pair_dirs, target="bundled:SmolLM2-135M-Instruckt")
+    for _ in range(100):  # the load runs in the background
+        if not any(info.value.startswith("Loading the models") for info in at.sidebar.info):
+            break
+        time.sleep(0.1)
+        at.run()
+    at.run()
+    assert_clean(at)
+    assert any("no such bundled model" in e for e in errors(at)), errors(at)
+    assert calls == []
 
 
 def test_a_prompt_over_the_servers_cap_is_a_message(tiny_pair_dirs, monkeypatch):
