@@ -19,6 +19,15 @@ from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 NOT_RUN_HERE = "Not run here: this server has no GPU and neither engine installed."
 
+
+def figures_so_far(figures: dict[str, float]) -> None:
+    """While the live run goes on: each engine's figure as its stage ends."""
+    cols = st.columns(4)
+    for col, name in zip(cols, (stack.TRANSFORMERS_ALONE, stack.TRANSFORMERS_ASSISTED, stack.SPECDEC_ALONE,
+                                stack.SPECDEC_SPECULATIVE), strict=True):  # fmt: skip
+        col.metric(name, f"{figures[name]:.1f} tok/s" if name in figures else "…")
+
+
 st.title("In your stack")
 st.markdown(
     "Hosted APIs already speculate for you. If you serve models yourself, transformers, vLLM and "
@@ -44,16 +53,25 @@ if bundled_draft:
     st.caption("`./smollm2-draft` is the trained draft as a standard transformers folder: "
                "`python -m specdec export-draft ./smollm2-draft` writes it (a full-vocabulary head, "
                "no specdec code needed to load it).")  # fmt: skip
-if st.button("Run it on this prompt", type="primary", key="b_stack_run"):
-    with st.spinner("transformers with and without the draft, then specdec with and without it…"):
-        try:
-            st.session_state["stack_run"] = stack.run_in_transformers(pair, prompt_ids, settings)
-        except SpecDecError as error:
-            st.error(str(error), icon=":material/error:")
+run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
+pace = f"stack:{pair.target.name}:{pair.drafter_name}"  # seconds per new token, all stages together
+weights = stack.stage_weights(settings)
+if ui.run_stop_buttons("Run it on this prompt", "b_stack_run", "b_stack_stop", "_stack_stop"):
+    st.session_state.pop("stack_run", None)
+    try:
+        ui.run_with_progress(
+            stack.stack_steps(pair, prompt_ids, settings), len(weights),
+            lambda step: f"{step.stage}: done", "_stack_stop",
+            lambda steps, finished: st.session_state.__setitem__("stack_run", steps[-1].run),
+            weights, draw=lambda steps: figures_so_far(steps[-1].figures), pace_key=pace,
+        )  # fmt: skip
+    except SpecDecError as error:
+        st.error(str(error), icon=":material/error:")
 run = st.session_state.get("stack_run")
 if run is None:
-    st.info("Press **Run it on this prompt**: the same prompt and settings, through transformers and through "
-            "specdec, each with and without speculation.")  # fmt: skip
+    st.info("Press **Run it on this prompt**: the same prompt and settings, through transformers and "
+            "through specdec, each with and without speculation "
+            f"({ui.estimate_text(pace, sum(weights))}).")  # fmt: skip
 else:
     cols = st.columns(4)
     cols[0].metric("transformers, target alone", f"{run.transformers_target_only:.1f} tok/s")

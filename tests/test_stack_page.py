@@ -95,3 +95,42 @@ def test_the_llama_cpp_command_names_no_path_of_the_server():
     assert "-m ./SmolLM2-135M-Instruct.Q4_1.gguf" in command and "--draft-max 4" in command
     assert not any(word.startswith("/") for word in command.split())
     assert "bundled_gguf()" in stack.TARGET_GGUF_HINT  # how a student gets the file next to it
+
+
+def _snippet_arguments(code: str) -> dict:
+    """The keyword arguments of the snippet's generate() call, read back as Python values."""
+    import ast
+
+    call = next(node for node in ast.walk(ast.parse(code))
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "generate")  # fmt: skip
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg not in ("assistant_model",
+                                                                                     "pad_token_id")}
+
+
+@pytest.mark.parametrize("assistant", ["./smollm2-draft", stack.PROMPT_LOOKUP])
+@pytest.mark.parametrize("temperature", [0.0, 1.0, 0.7])
+def test_the_snippet_writes_the_runs_own_options(temperature, assistant):
+    from dataclasses import replace
+
+    from specdec.config import SamplingConfig, Settings
+
+    settings = replace(Settings(seed=7), sampling=SamplingConfig(temperature, 5, 0.9))
+    code = stack.transformers_code("t", assistant, settings)
+    written = _snippet_arguments(code)
+    lookup = assistant == stack.PROMPT_LOOKUP
+    config = stack.transformers_options(settings, 0)["generation_config"] if lookup \
+        else stack.GenerationConfig(**stack.generate_arguments(settings), pad_token_id=0)  # fmt: skip
+    assert written == {name: getattr(config, name) for name in written}  # what the run passes
+    assert written["do_sample"] == (temperature > 0)
+    assert ("torch.manual_seed(7)" in code) == (temperature > 0)
+    if temperature > 0:
+        assert written["temperature"] == temperature and written["top_k"] == 5 and written["top_p"] == 0.9
+
+
+def test_the_stack_pages_snippet_follows_the_sidebars_temperature(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, STACK, temperature=0.0)
+    assert "do_sample=False" in at.code[0].value and "temperature=" not in at.code[0].value
+    at.session_state["temperature"] = 1.0
+    at.run()
+    assert_clean(at)
+    assert "do_sample=True, temperature=1.0" in at.code[0].value

@@ -56,23 +56,38 @@ def assistant_for(pair: ModelPair) -> str:
     return resolve_model_path(pair.draft.name)
 
 
+def generate_arguments(settings: Settings, drafting: bool = True, lookup: bool = False,
+                       max_new_tokens: int | None = None) -> dict:
+    """generate()'s sampling arguments for specdec's settings, as plain values: what the live run puts
+    in its GenerationConfig and what the page's snippet writes out, from this one place. `lookup`:
+    transformers' prompt lookup drafts (n-gram drafting), γ tokens at a time; `drafting` False: the
+    target alone."""
+    sampling = settings.sampling
+    arguments = {"max_new_tokens": max_new_tokens or settings.max_new_tokens,
+                 "do_sample": not sampling.greedy}  # fmt: skip
+    if not sampling.greedy:
+        arguments.update(temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
+    if drafting and lookup:
+        arguments.update(prompt_lookup_num_tokens=settings.gamma, max_matching_ngram_size=3)
+    return arguments
+
+
+def assistant_arguments(settings: Settings) -> dict:
+    """The assistant's own generation settings: a fixed γ, as specdec drafts, never cut short by
+    its confidence."""
+    return {"num_assistant_tokens": settings.gamma, "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0}  # fmt: skip
+
+
 def transformers_options(settings: Settings, pad_token_id: int, assistant: PreTrainedModel | None = None,
                          drafting: bool = True, max_new_tokens: int | None = None) -> dict:
     """generate()'s arguments for specdec's γ and sampling (a fixed γ, as specdec drafts), as one
     GenerationConfig; `drafting` False: the target alone."""
-    sampling = settings.sampling
-    config = GenerationConfig(max_new_tokens=max_new_tokens or settings.max_new_tokens,
-                              do_sample=not sampling.greedy, pad_token_id=pad_token_id)  # fmt: skip
-    if not sampling.greedy:
-        config.update(temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
-    if not drafting:
+    arguments = generate_arguments(settings, drafting, assistant is None, max_new_tokens)
+    config = GenerationConfig(**arguments, pad_token_id=pad_token_id)
+    if not drafting or assistant is None:
         return {"generation_config": config}
-    if assistant is None:
-        config.update(prompt_lookup_num_tokens=settings.gamma, max_matching_ngram_size=3)
-        return {"generation_config": config}
-    assistant.generation_config.update(num_assistant_tokens=settings.gamma,
-                                       num_assistant_tokens_schedule="constant",
-                                       assistant_confidence_threshold=0.0)  # fmt: skip
+    assistant.generation_config.update(**assistant_arguments(settings))
     return {"generation_config": config, "assistant_model": assistant}
 
 
@@ -133,10 +148,35 @@ def _timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, seed: int,
     return output[0, input_ids.shape[1]:].tolist(), now() - start
 
 
-def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings,
-                        lock=MODEL_LOCK) -> StackRun:
-    """The page's live run: transformers' assisted generation with the exported draft beside specdec,
-    each also without speculation, all on the same prompt and settings (a short warm-up first)."""
+# The live run's stages, in order, with their weights (in new tokens: a warm-up generates a few,
+# each timed run the whole budget) for the time left while it runs.
+WARM_UP_TOKENS = 4
+TRANSFORMERS_ALONE, TRANSFORMERS_ASSISTED = "transformers, target alone", "transformers, assisted"
+SPECDEC_ALONE, SPECDEC_SPECULATIVE = "specdec, target alone", "specdec, speculative"
+
+
+def stage_weights(settings: Settings) -> list[float]:
+    """One weight per StackStep that stack_steps yields: warm-up, two transformers runs, warm-up, two
+    specdec runs."""
+    run, warm = float(settings.max_new_tokens), 2.0 * WARM_UP_TOKENS
+    return [warm, run, run, warm, run, run]
+
+
+@dataclass(frozen=True)
+class StackStep:
+    """Where the live run stands: the stage just done, the figures (tokens/s) measured so far, and,
+    after the last stage, the whole run."""
+
+    stage: str
+    figures: dict[str, float]
+    run: StackRun | None = None
+
+
+def stack_steps(pair: ModelPair, prompt_ids: list[int], settings: Settings,
+                lock=MODEL_LOCK) -> Iterator[StackStep]:  # fmt: skip
+    """The page's live run, stage by stage: transformers' assisted generation with the exported draft
+    beside specdec, each also without speculation, all on the same prompt and settings (a short
+    warm-up first). Each stage holds the model lock on its own, so a stop between stages lets go."""
     assistant = assistant_for(pair)
     try:
         target, draft = plain_models(resolve_model_path(pair.target.name), assistant,
@@ -145,31 +185,49 @@ def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settin
         raise SpecDecError(f"transformers could not load the pair: {first_line(error)}") from error
     pad = pair.target.tokenizer.eos_token_id
     input_ids = torch.tensor([prompt_ids], device=pair.target.device)
-    alone = transformers_options(settings, pad, drafting=False)
-    with_assistant = transformers_options(settings, pad, draft)
+    figures: dict[str, float] = {}
     with held(lock):
         for drafting in (False, True):  # warm-up: lazy initialisation out of the timings
-            options = transformers_options(settings, pad, draft, drafting, max_new_tokens=4)
+            options = transformers_options(settings, pad, draft, drafting, max_new_tokens=WARM_UP_TOKENS)
             _timed_generate(target, input_ids, settings.seed, options)
-        plain_tokens, plain_seconds = _timed_generate(target, input_ids, settings.seed, alone)
-        with counted_passes(target, draft) as passes:
-            assisted_tokens, assisted_seconds = _timed_generate(target, input_ids, settings.seed,
-                                                                with_assistant)  # fmt: skip
+    yield StackStep("transformers warmed up", dict(figures))
+    with held(lock):
+        plain_tokens, plain_seconds = _timed_generate(target, input_ids, settings.seed,
+                                                      transformers_options(settings, pad, drafting=False))
+    figures[TRANSFORMERS_ALONE] = len(plain_tokens) / plain_seconds
+    yield StackStep(TRANSFORMERS_ALONE, dict(figures))
+    with held(lock), counted_passes(target, draft) as passes:
+        assisted_tokens, assisted_seconds = _timed_generate(target, input_ids, settings.seed,
+                                                            transformers_options(settings, pad, draft))
+    figures[TRANSFORMERS_ASSISTED] = len(assisted_tokens) / assisted_seconds
+    yield StackStep(TRANSFORMERS_ASSISTED, dict(figures))
     warm_up(pair, prompt_ids, lock)
+    yield StackStep("specdec warmed up", dict(figures))
     specdec_plain = timed_run(pair, prompt_ids, settings, False, lock)
+    figures[SPECDEC_ALONE] = specdec_plain.tokens_per_second
+    yield StackStep(SPECDEC_ALONE, dict(figures))
     specdec_spec = timed_run(pair, prompt_ids, settings, True, lock)
-    return StackRun(
+    figures[SPECDEC_SPECULATIVE] = specdec_spec.tokens_per_second
+    run = StackRun(
         assistant=assistant if assistant == PROMPT_LOOKUP else Path(assistant).name,
         device=f"{pair.target.device.type}, {pair.target.precision}",
-        transformers_target_only=len(plain_tokens) / plain_seconds,
-        transformers_assisted=len(assisted_tokens) / assisted_seconds,
+        transformers_target_only=figures[TRANSFORMERS_ALONE],
+        transformers_assisted=figures[TRANSFORMERS_ASSISTED],
         specdec_target_only=specdec_plain.tokens_per_second,
         specdec_speculative=specdec_spec.tokens_per_second,
         same_text=assisted_tokens[: len(specdec_plain.token_ids)] == specdec_plain.token_ids,
         speculative=specdec_spec,
         assisted_tokens=len(assisted_tokens), assisted_target_passes=passes[0],
         assisted_draft_passes=passes[1],
-    )
+    )  # fmt: skip
+    yield StackStep(SPECDEC_SPECULATIVE, dict(figures), run)
+
+
+def run_in_transformers(pair: ModelPair, prompt_ids: list[int], settings: Settings,
+                        lock=MODEL_LOCK) -> StackRun:
+    """stack_steps to the end: the whole run."""
+    *_, last = stack_steps(pair, prompt_ids, settings, lock)
+    return last.run
 
 
 def assisted_words(run: StackRun) -> str | None:
@@ -199,25 +257,38 @@ def assisted_words(run: StackRun) -> str | None:
 # -- the engines' configuration for the same pair ------------------------------------------------
 
 
-def transformers_code(target: str, assistant: str, settings: Settings) -> str:
-    draft_line = ('# n-gram drafting: no assistant model\n'
-                  f'output = target.generate(ids, prompt_lookup_num_tokens={settings.gamma}, '
-                  f'max_new_tokens={settings.max_new_tokens}, do_sample=False)')  # fmt: skip
-    if assistant != PROMPT_LOOKUP:
-        draft_line = (f'draft = AutoModelForCausalLM.from_pretrained("{assistant}")\n'
-                      f'draft.generation_config.num_assistant_tokens = {settings.gamma}\n'
-                      'draft.generation_config.num_assistant_tokens_schedule = "constant"\n'
-                      f'output = target.generate(ids, assistant_model=draft, '
-                      f'max_new_tokens={settings.max_new_tokens}, do_sample=False)')  # fmt: skip
-    return f'''from transformers import AutoModelForCausalLM, AutoTokenizer
+def _python(value) -> str:
+    """A value as Python source, strings in double quotes as the rest of the snippet writes them."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
 
-tokenizer = AutoTokenizer.from_pretrained("{target}")
-target = AutoModelForCausalLM.from_pretrained("{target}")
-messages = [{{"role": "user", "content": "..."}}]
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                    return_dict=True)["input_ids"]
-{draft_line}
-print(tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=True))'''
+
+def transformers_code(target: str, assistant: str, settings: Settings) -> str:
+    """The snippet the page shows: the live run's own generate() arguments (generate_arguments and
+    assistant_arguments, from the same settings), and its seed where it samples."""
+    lookup = assistant == PROMPT_LOOKUP
+    arguments = generate_arguments(settings, lookup=lookup)
+    lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+             f'tokenizer = AutoTokenizer.from_pretrained("{target}")',
+             f'target = AutoModelForCausalLM.from_pretrained("{target}")',
+             'messages = [{"role": "user", "content": "..."}]',
+             'ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",',
+             '                                    return_dict=True)["input_ids"]']  # fmt: skip
+    if lookup:
+        lines.append("# n-gram drafting: no assistant model")
+        drafter = ""
+    else:
+        lines.append(f'draft = AutoModelForCausalLM.from_pretrained("{assistant}")')
+        lines += [f"draft.generation_config.{name} = {_python(value)}"
+                  for name, value in assistant_arguments(settings).items()]  # fmt: skip
+        drafter = "assistant_model=draft, "
+    if arguments["do_sample"]:
+        seed = f"torch.manual_seed({settings.seed})  # generate() draws from torch's global generator"
+        lines = ["import torch", *lines, seed]
+    written = ", ".join(f"{name}={_python(value)}" for name, value in arguments.items())
+    lines += ["output = target.generate(", f"    ids, {drafter}{written},",
+              "    pad_token_id=tokenizer.eos_token_id)"]  # fmt: skip
+    lines.append("print(tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=True))")
+    return "\n".join(lines)
 
 
 def vllm_command(target: str, assistant: str, gamma: int) -> str:
