@@ -6,9 +6,10 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import ui
+from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.errors import SpecDecError
-from specdec.lab import charts, timing
+from specdec.lab import charts, prompt_kinds, timing
 from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
 
@@ -16,12 +17,6 @@ SETS_DIR = ASSETS / "prompt_sets"
 # Code and prose first: the runs go round robin over the kinds, so the page's own question has both
 # its numbers after the first two prompts.
 CATEGORIES = ["code", "prose", "structured", "creative", "copy_heavy"]
-CHOICES = {
-    "temperature": "The writing tool samples at a higher temperature",
-    "context": "Code prompts have longer contexts",
-    "length": "Code answers are longer",
-    "predictability": "Continuations of code are more predictable, so more drafts are accepted",
-}
 
 
 @st.cache_data(show_spinner=False)
@@ -29,7 +24,8 @@ def bundled_prompt_sets() -> list[dict]:
     rows = []
     for name in CATEGORIES:
         data = json.loads((SETS_DIR / f"{name}.json").read_text(encoding="utf-8"))
-        rows += [{"category": data["name"], "prompt": prompt} for prompt in data["prompts"]]
+        rows += [{"category": prompt_kinds.kind_words(data["name"]), "prompt": prompt}
+                 for prompt in data["prompts"]]  # fmt: skip
     return rows
 
 
@@ -67,7 +63,8 @@ def chosen_sets(pair: ModelPair) -> tuple[dict[str, list[str]], Settings]:
         st.stop()
     cols[2].caption(
         f"{sum(len(p) for p in sets.values())} prompt(s) in {len(sets)} categories · drafter "
-        f"**{pair.drafter_name}** · γ = {settings.gamma} · temperature {settings.sampling.temperature} "
+        f"**{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
+        f"{settings.sampling.temperature:g} "
         "(new tokens: this page's own)"
     )
     return sets, settings
@@ -144,54 +141,15 @@ def save_button(saved: dict) -> None:
                        on_click="ignore")  # fmt: skip
 
 
-def quiz_question(summary: list[dict]) -> str:
-    """The quiz's question in this run's numbers: code against prose where both ran, else the fastest
-    category against the slowest."""
-    by = {s["category"]: s for s in summary}
-    if "code" in by and "prose" in by:
-        code, prose = by["code"]["speedup"], by["prose"]["speedup"]
-        if code > prose:
-            return (f"Here code ran at {code:.2f}× and prose at {prose:.2f}×, with the same settings: "
-                    "why the gap?")
-        return (f"Here code ran at {code:.2f}× and prose at {prose:.2f}×: no gap this run. On more prompts, "
-                "code usually gains more than prose: why?")
-    fast = max(summary, key=lambda s: s["speedup"])
-    slow = min(summary, key=lambda s: s["speedup"])
-    return (f"Here {fast['category']} ran at {fast['speedup']:.2f}× and {slow['category']} at "
-            f"{slow['speedup']:.2f}×, with the same settings: why the gap?")
-
-
 def quiz(summary: list[dict], per_category: int) -> None:
     st.subheader("Quiz")
-    answer = st.radio(quiz_question(summary), list(CHOICES), format_func=CHOICES.get, index=None,
-                      key="_cp_quiz")  # fmt: skip
+    answer = st.radio(prompt_kinds.quiz_question(summary), list(prompt_kinds.CHOICES),
+                      format_func=prompt_kinds.CHOICES.get, index=None, key="_cp_quiz")  # fmt: skip
     if answer is None:
         return
-    best = max(summary, key=lambda s: s["acceptance_rate"])
-    worst = min(summary, key=lambda s: s["acceptance_rate"])
-    numbers = (
-        f"On this page, **{best['category']}** kept {best['acceptance_rate']:.0%} of its drafts "
-        f"({best['tokens_per_pass']:.2f} tokens per target pass, {best['speedup']:.2f}×) and "
-        f"**{worst['category']}** kept {worst['acceptance_rate']:.0%} ({worst['tokens_per_pass']:.2f} "
-        f"tokens per pass, {worst['speedup']:.2f}×), with the same temperature, γ and token budget."
-    )
+    right, words = prompt_kinds.quiz_feedback(summary, answer, per_category)
+    (st.success if right else st.error)(words)
     by = {s["category"]: s for s in summary}
-    shown = "code" in by and "prose" in by and by["code"]["acceptance_rate"] > by["prose"]["acceptance_rate"]
-    caveat = "" if shown or not {"code", "prose"} <= set(by) else (
-        f" This run does not show it for code and prose ({per_category} prompt(s) a category is few): run "
-        "more prompts per category.")  # fmt: skip
-    if answer == "predictability":
-        st.success(
-            "Right. " + numbers + " Only the kind of text changed: code and structured text "
-            "continue in ways a small drafter can guess (syntax, names already in the context, "
-            "repeated patterns); open prose and creative writing have many good next words." + caveat
-        )
-    else:
-        st.error(
-            "Not the main reason. " + numbers + " Temperature, context and output length were "
-            "held the same here, yet the speed-ups differ: what differs is how predictable the "
-            "continuations are, which sets the acceptance rate α." + caveat
-        )
     if "code" in by and "prose" in by:
         st.caption(
             f"code vs prose here: acceptance {by['code']['acceptance_rate']:.0%} vs "
@@ -210,7 +168,7 @@ ran = run_sets(pair, sets, settings)
 loaded = reload_saved()
 if loaded:
     rows = loaded["rows"]
-    st.caption(f"Showing reloaded results: {loaded.get('drafter', '?')} drafting for "
+    st.caption(f"Showing reloaded results: {drafter_words(str(loaded.get('drafter', '?')))} drafting for "
                f"{loaded.get('target', '?')}, settings {loaded.get('settings', '?')}")  # fmt: skip
     saved = loaded
 elif ran:

@@ -45,7 +45,7 @@ def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     assert_clean(at)
     assert charts(at) == 3
     assert {row["category"] for row in at.dataframe[0].value.to_dict("records")} == {
-        "code", "structured", "prose", "creative", "copy_heavy"
+        "code", "structured", "prose", "creative", "copy-heavy"
     }  # fmt: skip
     summary = {row["category"]: row for row in at.dataframe[1].value.to_dict("records")}  # [0]: the sets
     question = at.radio(key="_cp_quiz").label  # the run's own numbers, not the lesson's fixed ones
@@ -56,7 +56,8 @@ def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     assert_clean(at)
     assert any("Right." in s.value for s in at.success)
     at.radio(key="_cp_quiz").set_value("temperature").run()
-    assert any("Not the main reason" in e for e in errors(at))
+    wrong = next(e for e in errors(at) if "Not the main reason" in e)
+    assert "**code** kept" in wrong and "**prose** kept" in wrong  # the kinds the question asks about
 
 
 @pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
