@@ -8,7 +8,7 @@ import streamlit as st
 from app_pages import ui
 from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
 from specdec.errors import SpecDecError
-from specdec.lab import charts, exact, rules
+from specdec.lab import charts, exact, numbers, rules
 from specdec.lab.rule_expression import MAX_CHARS, PRESETS
 
 ON_REJECT = {  # what the page calls each replacement (core.output_law.REPLACEMENTS)
@@ -167,7 +167,7 @@ def own_rule_section(pair, context: list[int], settings, samples: int) -> None:
 def _show_judgement(judged: dict, custom) -> None:
     cols = st.columns(3)
     tv = judged["tv"]
-    cols[0].metric("exact TV from p", f"{tv:.4f}" if tv >= 1e-4 else f"{tv:.1e}")
+    cols[0].metric("exact TV from p", numbers.figure(tv, 2))
     cols[1].metric("exact acceptance", f"{judged['acceptance']:.3f}",
                    f"{judged['acceptance'] - judged['speculative_acceptance']:+.3f} vs min(1, p/q)",
                    delta_color="off")  # fmt: skip
@@ -183,7 +183,8 @@ def _show_judgement(judged: dict, custom) -> None:
     else:
         st.error(f"Lossy: `{custom.text}` with {ON_REJECT[custom.on_reject]} does not emit the target's "
                  f"distribution{' here' if judged['tv'] > exact.LOSSLESS_TV else ' on every pair'}: exact "
-                 f"TV {judged['tv']:.4f} from p at this position.", icon=":material/gavel:")  # fmt: skip
+                 f"TV {numbers.figure(judged['tv'], 2)} from p at this position.",
+                 icon=":material/gavel:")  # fmt: skip
     titles = [("yours", f"yours: {custom.text}"), ("speculative", "speculative sampling")]
     ui.chart(charts.exact_law_chart(judged["laws"], titles, "Your rule's exact law against p"))
 
@@ -213,6 +214,7 @@ def _sample_own(pair, context: list[int], settings, samples: int, custom) -> Non
         f"Sampled{stopped}: {row.samples} first tokens of your rule against the target's: TV "
         f"**{row.tv:.3f}** (exact {row.tv_exact:.3f}), noise band 0 to {row.tv_noise_band:.3f} (mean "
         f"{row.tv_noise_floor:.3f}), "
-        f"χ² p = {row.chi2_p:.2g}; the first draft kept {row.first_acceptance:.3f} of the time "
+        f"χ² p {'' if row.chi2_p < 1e-3 else '= '}{numbers.p_value(row.chi2_p)}; the first draft kept "
+        f"{row.first_acceptance:.3f} of the time "
         f"(exactly {row.acceptance_exact:.3f})."
     )

@@ -327,16 +327,48 @@ def is_lossy(name: str, custom: CustomRule | None) -> bool:
     return not lossless_everywhere(custom) if name == YOURS else not RULES[name].lossless
 
 
+CAUGHT_P = 1e-3  # a χ² p-value under this, with the TV outside the noise band, catches a rule
+
+
+def caught(row: dict) -> bool:
+    """Whether a trial's samples catch a rule (a RuleResult as a dict): its χ² p-value under CAUGHT_P
+    *and* its TV outside the noise band, so the table's two columns beside it agree."""
+    return row["chi2_p"] < CAUGHT_P and row["tv"] > row["tv_noise_band"]
+
+
+def trial_verdict(rows: list[dict], greedy: bool) -> tuple[str, str]:
+    """The trial's one verdict, from its samples alone -> (kind, words), kind one of "greedy",
+    "caught" (lossy rules the samples catch), "chance" (only a lossless rule tripped: 1 time in 1,000)
+    or "none". trial_view explains "cannot be seen here" only for lossy rules this does not catch."""
+    if greedy:
+        return "greedy", ("At temperature 0 every rule is the greedy rule: all four give the target's "
+                          "greedy token.")
+    tripped = [row for row in rows if caught(row)]
+    lossy = [row["title"] for row in tripped if not row["lossless"]]
+    if lossy:
+        return "caught", (f"Caught in the act (χ² p < {CAUGHT_P:g}, TV outside the noise band): "
+                          f"{', '.join(lossy)}. Their first tokens are not the target's, however high "
+                          "their acceptance.")  # fmt: skip
+    if tripped:
+        return "chance", (f"{', '.join(row['title'] for row in tripped)} fell outside the noise band with χ² "
+                          f"p < {CAUGHT_P:g}: a lossless rule does that about 1 time in 1,000 by chance "
+                          "alone. Run again.")  # fmt: skip
+    return "none", ("No rule is caught at this sample size (none has χ² p < 0.001 with its TV outside "
+                    "the noise band); more samples, or a position where the draft and target disagree, "
+                    "show more.")
+
+
 def trial_view(trial, token_text, rows: list[dict]) -> dict:
     """From a trial and its result rows (RuleResult as dicts): the exact laws over the top tokens, and
-    for each lossy rule whose exact TV the samples cannot resolve, why, in this position's numbers."""
+    for each lossy rule the samples did not catch and whose exact TV they cannot resolve, why, in this
+    position's numbers (a rule the samples caught is never also 'cannot be seen')."""
     if trial.first is None:
         return {"laws": [], "unseen": {}}
     laws = {name: law for name, law in exact_laws(trial.first, trial.custom).items() if name in trial.rules}
     hidden = {}
     for row in rows:
         name, floor = row["rule"], row["tv_noise_floor"]
-        if is_lossy(name, trial.custom) and not resolved(laws[name].tv, floor):
+        if is_lossy(name, trial.custom) and not caught(row) and not resolved(laws[name].tv, floor):
             hidden[name] = unseen(name, trial.first, laws[name], floor, row["samples"], token_text)
     return {"laws": law_rows(trial.first, laws, token_text), "unseen": hidden}
 

@@ -125,7 +125,8 @@ def speedup_curve_chart(theory: SpeedupTheory, measured: float) -> go.Figure:
     fig.add_hline(y=1.0, line={"dash": "dot", "color": MUTED_COLOR})
     fig.update_xaxes(title_text="α (per-token acceptance probability)", range=[0, 1], gridcolor="#eeeeee")
     fig.update_yaxes(title_text="speed-up (x)")
-    title = f"Speed-up vs α at k̄ = {theory.mean_drafted:.1f} drafts per round, c = {c:.3f}"
+    title = (f"Speed-up against α: {theory.mean_drafted:.1f} drafts a round, each costing {c:.2g} of a "
+             "target step")  # in words: a class reads no symbols in a title
     return styled(fig, title, height=340)
 
 
