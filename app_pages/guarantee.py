@@ -5,9 +5,10 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import ui
+from app_pages.words import drafter_words
 from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
-from specdec.lab import charts, guarantee
+from specdec.lab import charts, guarantee, numbers
 from specdec.lab.stats import chi_square_two_sample, tv_distance
 from specdec.lab.tokens import token_label
 from specdec.models.pair import ModelPair
@@ -61,7 +62,7 @@ def toy_playground() -> None:
     cols[0].metric("P(draft accepted) = Σ min(p, q)", f"{rule.accept_probability:.3f}")
     cols[1].metric("P(draw from residual)", f"{1 - rule.accept_probability:.3f}")
     worst = max(abs(a - b) for a, b in zip(rule.output, rule.target_probs, strict=True))
-    cols[2].metric("max |output − p|", f"{worst:.1e}")
+    cols[2].metric("max |output − p|", numbers.figure(worst, 2))
     st.markdown(
         "For each token x: P(output = x) = **min(p(x), q(x))** (drafted and kept) + "
         "**(1 − Σ min(p, q)) · residual(x)** (a rejection, then the residual). Where p > q the residual "
@@ -73,9 +74,9 @@ def sampled_outcomes(pair: ModelPair) -> None:
     st.header("2 · With the real models")
     st.markdown(
         f"Many short runs of the same prompt, each with its own seed, speculative (drafter "
-        f"**{pair.drafter_name}**) and target-only. Top-k keeps the support small, so a few hundred "
-        "samples show the whole distribution. Beside them, a negative control that should *not* match: "
-        "the draft alone (each run's first draft, as if every draft were kept)."
+        f"**{drafter_words(pair.drafter_name)}**) and target-only. Top-k keeps the support small, so a "
+        "few hundred samples show the whole distribution. Beside them, a negative control that should "
+        "*not* match: the draft alone (each run's first draft, as if every draft were kept)."
     )
     left, right = st.columns([4, 1])
     left.text_input("Prompt", value=st.session_state["_gu_prompt"], key="_gu_prompt",
@@ -107,11 +108,12 @@ def sampled_outcomes(pair: ModelPair) -> None:
     note = st.empty()  # the estimates: written after a run, at the pace it measured
     if chosen:
         planned = quick if chosen == "quick" else samples
+        exact = exact_law(pair, prompt_ids, settings, num_tokens)
         ui.run_with_progress(
             guarantee.sample_outcomes(pair, prompt_ids, settings, planned, num_tokens), planned,
             lambda tally: f"{tally.samples} of {planned} each", "_gu_stop",
             lambda tallies, finished: results.__setitem__(key, (tallies[-1], finished)),
-            draw=lambda tallies: live_tally(pair, tallies[-1], planned), pace_key=pace,
+            draw=lambda tallies: live_tally(pair, tallies[-1], exact, planned), pace_key=pace,
         )  # fmt: skip
     note.caption(f"**Sample both ways** is the quick run: {quick} samples of each kind "
                  f"({ui.estimate_text(pace, quick)}). The full run takes {samples} of each "
@@ -122,33 +124,51 @@ def sampled_outcomes(pair: ModelPair) -> None:
     tally, finished = results[key]
     if not finished:
         st.warning(f"Stopped after {tally.samples} samples of each kind.")
-    show_tally(pair, tally, samples)
+    show_tally(pair, tally, exact_law(pair, prompt_ids, settings, num_tokens), samples)
 
 
-def tally_chart(pair: ModelPair, tally: guarantee.SampleTally, planned: int | None = None):
-    """The sampled outcomes as a figure: the 20 most frequent, speculative, target only and the draft
-    alone. `planned`: while a run is under way, its size (said in the title)."""
-    outcomes = sorted(
-        set(tally.speculative) | set(tally.target), key=lambda o: -(tally.speculative[o] + tally.target[o])
-    )[:20]
-    names = [" ".join(token_label(pair, t) for t in outcome) for outcome in outcomes]
+def exact_law(pair: ModelPair, prompt_ids: list[int], settings, num_tokens: int) -> dict:
+    """The target's exact law of the outcomes counted (lab.guarantee.exact_outcomes), once per prompt
+    and settings: one target pass, or one per first token for two tokens."""
+    key = (pair.target.name, tuple(prompt_ids), settings.sampling, num_tokens)
+    laws = st.session_state.setdefault("_gu_exact", {})
+    if key not in laws:
+        laws[key] = guarantee.exact_outcomes(pair, prompt_ids, settings, num_tokens)
+    return laws[key]
+
+
+def tally_chart(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, planned: int | None = None):
+    """The sampled outcomes as a figure: the 20 likeliest (by the exact law and the samples), the
+    target's exact p, speculative and target only with their sampling error, and the draft alone.
+    `planned`: while a run is under way, its size (said in the title)."""
     n_spec, n_plain, n_control = (sum(c.values()) for c in (tally.speculative, tally.target, tally.control))
+
+    def weight(outcome) -> float:
+        return exact.get(outcome, 0.0) + tally.speculative[outcome] / n_spec + tally.target[outcome] / n_plain
+
+    outcomes = sorted(set(tally.speculative) | set(tally.target) | set(exact), key=lambda o: -weight(o))[:20]
+    names = [" ".join(token_label(pair, t) for t in outcome) for outcome in outcomes]
     so_far = f" (of {planned}, so far)" if planned else ""
     title = f"First {tally.num_tokens} token(s): {n_spec}{so_far} speculative vs {n_plain} target only"
     control = [tally.control[o] / n_control for o in outcomes] if n_control else None
-    return charts.empirical_chart(names, [tally.speculative[o] / n_spec for o in outcomes],
-                                  [tally.target[o] / n_plain for o in outcomes], title, control)  # fmt: skip
+    shares = [[counts[o] / n for o in outcomes] for counts, n in ((tally.speculative, n_spec),
+                                                                   (tally.target, n_plain))]  # fmt: skip
+    return charts.empirical_chart(names, *shares, title, control, [exact.get(o, 0.0) for o in outcomes],
+                                  (n_spec, n_plain, n_control))  # fmt: skip
 
 
-def live_tally(pair: ModelPair, tally: guarantee.SampleTally, planned: int) -> None:
+def live_tally(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, planned: int) -> None:
     """What a run draws as its samples arrive: the chart so far and its verdict so far."""
-    ui.chart(tally_chart(pair, tally, planned), key=f"_gu_live{tally.samples}")
+    ui.chart(tally_chart(pair, tally, exact, planned), key=f"_gu_live{tally.samples}")
     st.caption(f"So far: TV {tv_distance(tally.speculative, tally.target):.3f} between speculative and "
                "target only. The verdict, against the noise band, comes when the run ends.")  # fmt: skip
 
 
-def show_tally(pair: ModelPair, tally: guarantee.SampleTally, full_samples: int) -> None:
-    ui.chart(tally_chart(pair, tally))
+def show_tally(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, full_samples: int) -> None:
+    ui.chart(tally_chart(pair, tally, exact))
+    st.markdown(f"Hatched: the target's exact p. Each sample's whisker spans where its share would land "
+                f"19 times in 20 with {tally.samples} samples: a bar whose whisker reaches p is p, give or "
+                "take sampling.")
     tv = tv_distance(tally.speculative, tally.target)
     test = chi_square_two_sample(tally.speculative, tally.target)
     cols = st.columns(4)
@@ -179,15 +199,26 @@ def greedy_equality(pair: ModelPair) -> None:
                 "The sampled distribution (section 2) is still exactly the target's.",
                 icon=":material/info:")  # fmt: skip
     state = st.session_state
-    if st.button("Compare greedy outputs", key="b_greedy"):
+    if ui.run_stop_buttons("Compare greedy outputs", "b_greedy", "b_gu_greedy_stop", "_gu_greedy_stop"):
         settings, greedy_ids = ui.require_prompt(pair, state["prompt"])
-        state["_gu_greedy"] = (guarantee.greedy_check(pair, greedy_ids, settings), state["prompt"])
+        prompt, total = state["prompt"], 2 * settings.max_new_tokens  # both sides' tokens
+        ui.run_with_progress(
+            guarantee.greedy_steps(pair, greedy_ids, settings), total,
+            lambda check: f"{len(check.speculative)} speculative and {len(check.target)} target-only tokens "
+            f"of {settings.max_new_tokens} each", "_gu_greedy_stop",
+            lambda checks, finished: state.__setitem__("_gu_greedy", (checks[-1], prompt)),
+            draw=lambda checks: greedy_texts(pair, checks[-1]), pace_key=f"greedy:{pair.target.name}",
+        )  # fmt: skip
     if "_gu_greedy" not in state:
         return
     check, prompt = state["_gu_greedy"]
     st.caption(f"Prompt (the sidebar's, from Round by round): {prompt[:80]!r} · {len(check.target)} tokens")
+    if not check.finished:
+        st.warning(f"Stopped: {len(check.speculative)} speculative and {len(check.target)} target-only "
+                   "tokens so far.")  # fmt: skip
     if check.first_difference is None:
-        st.success(f"Identical: all {len(check.target)} tokens match.")
+        st.success(f"Identical{' so far' if not check.finished else ''}: all "
+                   f"{min(len(check.speculative), len(check.target))} tokens match.")  # fmt: skip
     else:
         i = check.first_difference
 
@@ -204,9 +235,17 @@ def greedy_equality(pair: ModelPair) -> None:
             "Where the top two tokens are nearly tied, the argmax can flip, and from there the texts go "
             "their own ways. Both are correct greedy decodings of slightly different numbers."
         )
+    greedy_texts(pair, check)
+
+
+def greedy_texts(pair: ModelPair, check: guarantee.GreedyCheck) -> None:
+    """The two greedy texts side by side, each under a heading (not a caption: presenter mode hides
+    captions)."""
     cols = st.columns(2)
-    cols[0].code(pair.decode(check.speculative), language=None, wrap_lines=True)
-    cols[1].code(pair.decode(check.target), language=None, wrap_lines=True)
+    sides = (("Speculative", check.speculative), ("Target alone", check.target))
+    for col, (name, tokens) in zip(cols, sides, strict=True):
+        col.markdown(f"##### {name} · {len(tokens)} tokens")
+        col.code(pair.decode(tokens) or "…", language=None, wrap_lines=True)
 
 
 ui.init_state()

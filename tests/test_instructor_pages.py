@@ -71,9 +71,14 @@ def test_guarantee_toy_sampling_and_greedy(tiny_pair_dirs):
     assert_clean(at)
     shown = metrics(at)
     assert 0 <= float(shown["TV distance"]) <= 1 and 0 <= float(shown["χ² p-value"]) <= 1
+    bars = figure(at, 1)["data"]  # [0]: the toy playground
+    assert bars[0]["name"] == "exact: the target's p"  # the law the samples are drawn from, beside them
+    assert all("array" in bar["error_y"] for bar in bars[1:])  # and each sample's sampling error
     at.button(key="b_greedy").click().run()
     assert_clean(at)
     assert any("Identical" in s.value for s in at.success)
+    headings = [m.value for m in at.markdown if m.value.startswith("#####")]  # not captions: presenter mode
+    assert [h.split(" ·")[0] for h in headings] == ["##### Speculative", "##### Target alone"]
 
 
 def test_guarantee_bad_prompt_is_a_message(tiny_pair_dirs):

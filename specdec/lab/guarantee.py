@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from specdec.config import SPECULATIVE
+from specdec.core.rounds import prefill
+from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
 from specdec.lab.lock import MODEL_LOCK
 from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_band
-from specdec.lab.timing import timed_run
+from specdec.lab.timing import race, timed_run
 
 # The page's prompt: it ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and
 # the next colour is open.
@@ -101,6 +103,31 @@ def sample_outcomes(pair, prompt_ids, settings, num_samples: int, num_tokens: in
         yield tally
 
 
+def exact_outcomes(pair, prompt_ids: list[int], settings, num_tokens: int = 1,
+                   lock=MODEL_LOCK) -> dict[tuple[int, ...], float]:  # fmt: skip
+    """The target's own law of what the samples count, exactly: {first num_tokens tokens: probability}
+    under the section's warp. p itself for one token; p(x)·p(y | x) for two (one target pass per x
+    that p can emit; a stop token x ends the outcome at (x,), as it ends a sample)."""
+    target = pair.new_target()
+    with lock:
+        for _ in prefill(target, prompt_ids):
+            pass
+        first = warp_probs(target.extend(prompt_ids[-1:]), settings.sampling)[0].cpu().double()
+    law = {}
+    read = target.cache_length  # the prompt and its last token
+    for x in first.nonzero().flatten().tolist():
+        p_x = float(first[x])
+        if num_tokens == 1 or x in pair.stop_token_ids:
+            law[(x,)] = p_x
+            continue
+        with lock:
+            target.rollback(read)
+            second = warp_probs(target.extend([x]), settings.sampling)[0].cpu().double()
+        for y in second.nonzero().flatten().tolist():
+            law[(x, y)] = p_x * float(second[y])
+    return law
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One sample against the target-only sample: their TV, the noise band of two samples of these
@@ -164,13 +191,33 @@ class GreedyCheck:
     speculative: list[int]
     target: list[int]
     first_difference: int | None  # index of the first differing token, None if equal throughout
+    finished: bool = True  # False: a check under way, over the tokens made so far
+
+
+def _greedy_check(spec: list[int], plain: list[int], finished: bool) -> GreedyCheck:
+    first = next((i for i, (a, b) in enumerate(zip(spec, plain, strict=False)) if a != b), None)
+    if first is None and finished and len(spec) != len(plain):
+        first = min(len(spec), len(plain))
+    return GreedyCheck(list(spec), list(plain), first, finished)
+
+
+def greedy_steps(pair, prompt_ids, settings, lock=MODEL_LOCK) -> Iterator[GreedyCheck]:
+    """Speculative and target-only decoding at temperature 0, side by side (timing.race: pass by pass,
+    the one behind on compute next); yields the check so far once per token made, either side's, so a
+    page can show both texts growing and count the time left in tokens (2 × max_new_tokens at most)."""
+    greedy = replace(settings, sampling=replace(settings.sampling, temperature=0.0))
+    made, last, spec, plain = 0, None, [], []
+    for spec_run, plain_run in race(pair, prompt_ids, greedy, lock):
+        spec, plain = spec_run.token_ids, plain_run.token_ids
+        check = _greedy_check(spec, plain, spec_run.finished and plain_run.finished)
+        for _ in range(len(spec) + len(plain) - made):
+            yield check
+            last = check
+        made = len(spec) + len(plain)
+    if last is None or not last.finished:  # the race ends on a pass that makes no token: the verdict
+        yield _greedy_check(spec, plain, True)
 
 
 def greedy_check(pair, prompt_ids, settings, lock=MODEL_LOCK) -> GreedyCheck:
-    greedy = replace(settings, sampling=replace(settings.sampling, temperature=0.0))
-    spec = timed_run(pair, prompt_ids, greedy, True, lock).token_ids
-    plain = timed_run(pair, prompt_ids, greedy, False, lock).token_ids
-    first = next((i for i, (a, b) in enumerate(zip(spec, plain, strict=False)) if a != b), None)
-    if first is None and len(spec) != len(plain):
-        first = min(len(spec), len(plain))
-    return GreedyCheck(spec, plain, first)
+    *_, last = greedy_steps(pair, prompt_ids, settings, lock)
+    return last

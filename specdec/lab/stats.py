@@ -7,6 +7,7 @@ as counts {outcome: how many times it was drawn}. No SciPy: the chi-square tail 
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Hashable, Mapping
@@ -108,3 +109,14 @@ def chi_square_two_sample(counts_a: Counts, counts_b: Counts, min_expected: floa
             statistic += (observed - expected) ** 2 / expected
     dof = len(cells) - 1
     return ChiSquareResult(statistic, dof, chi_square_sf(statistic, dof), len(cells))
+
+
+def wilson_interval(count: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """Where the true share behind `count` of `total` draws lies, 95 % of the time at z = 1.96 (Wilson's
+    score interval: never below 0 or above 1, and not empty at a count of 0); (0, 1) with no draws."""
+    if total <= 0:
+        return 0.0, 1.0
+    share, spread = count / total, z * z / total
+    centre = (share + spread / 2) / (1 + spread)
+    half = z * math.sqrt(share * (1 - share) / total + spread / (4 * total)) / (1 + spread)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -15,6 +15,7 @@ from specdec.lab.charts.style import (
     styled,
     token_names,
 )
+from specdec.lab.stats import wilson_interval
 
 
 def toy_chart(
@@ -41,22 +42,38 @@ def toy_chart(
     return styled(fig, "Toy distributions: the output equals p", height=360)  # the house legend: below
 
 
+def error_bars(shares: list[float], size: int) -> dict:
+    """Plotly's error_y for shares of `size` draws: each share's 95 % Wilson interval (the sampling
+    error), drawn from the bar's top."""
+    intervals = [wilson_interval(round(share * size), size) for share in shares]
+    above = [high - share for share, (_, high) in zip(shares, intervals, strict=True)]
+    below = [share - low for share, (low, _) in zip(shares, intervals, strict=True)]
+    return {"type": "data", "symmetric": False, "thickness": 1.5, "width": 4, "color": "#424242",
+            "array": above, "arrayminus": below}  # fmt: skip
+
+
 def empirical_chart(
     labels: list[str], speculative: list[float], target: list[float], title: str,
-    control: list[float] | None = None,
+    control: list[float] | None = None, exact: list[float] | None = None,
+    sizes: tuple[int, int, int] | None = None,
 ) -> go.Figure:  # fmt: skip
     """Empirical distributions over the same outcomes, side by side: speculative, target only, and the
     negative control (the draft alone) where given. Any number of samples, from the first pair on: a
-    run draws this as its results arrive."""
+    run draws this as its results arrive. `exact`: the target's own law of each outcome, drawn first;
+    `sizes`: each sample's draws (speculative, target only, control), for error bars of 95 %."""
     names = token_names(list(range(len(labels))), dict(enumerate(labels)), width=28)  # outcomes: a few tokens
     series = [("speculative", speculative, SPEC_COLOR, "speculative"),
               ("target only", target, PLAIN_COLOR, "target only")]
     if control is not None:
         series.append(("draft alone (negative control)", control, Q_COLOR, "draft alone"))
     fig = go.Figure()
-    for name, values, color, short in series:
-        fig.add_bar(x=names, y=values, name=name, marker_color=color,
+    if exact is not None:
+        fig.add_bar(x=names, y=exact, name="exact: the target's p", marker_color=P_COLOR,
+                    marker_pattern_shape="/", hovertemplate="%{x}: %{y:.3f}<extra>the target's p</extra>")
+    for number, (name, values, color, short) in enumerate(series):
+        errors = error_bars(values, sizes[number]) if sizes and sizes[number] else None
+        fig.add_bar(x=names, y=values, name=name, marker_color=color, error_y=errors,
                     hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{short}</extra>")
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="frequency")
+    fig.update_yaxes(title_text="share of samples" + (" (bars: 95 % sampling error)" if sizes else ""))
     return styled(fig, title, height=320)
