@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages import ui
+from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.lab import charts, timing
 from specdec.models.pair import ModelPair
@@ -36,6 +37,15 @@ def show_lanes(boxes, pair: ModelPair, spec, plain) -> None:
             st.markdown(f"**{name}** · {len(run.token_ids)} tokens · {run.tokens_per_second:.1f} tokens/s"
                         + (" · done" if run.finished else ""))  # fmt: skip
             st.code(pair.decode(run.token_ids) or "…", language=None, wrap_lines=True)
+
+
+def texts_note(temperature: float) -> str | None:
+    """Why the two texts differ above temperature 0 (None at 0, where they are the same tokens)."""
+    if temperature == 0:
+        return None
+    return (f"**Why two different texts?** At T = {temperature:g} each run draws its own random numbers: "
+            "the law of the next token is the target's in both, the sample is not. At T = 0 they match "
+            "token for token; *The guarantee* tests the law.")
 
 
 def show_charts(slot, spec, plain, tag: str) -> None:
@@ -96,10 +106,15 @@ def show_theory(spec, plain) -> None:
     )
 
 
-def race(pair: ModelPair, prompt_ids: list[int], settings: Settings, clicked: bool, lanes, slot) -> None:
-    """Run the race when clicked (saving it after every pass, so Stop keeps it), then show the saved one."""
+def race(pair: ModelPair, prompt_ids: list[int], settings: Settings, clicked: bool, lanes, note,
+         slot) -> None:  # fmt: skip
+    """Run the race when clicked (saving it after every pass, so Stop keeps it), then show the saved one.
+    `note`: under the two texts, why they differ (above temperature 0)."""
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
     results = st.session_state["_sp_results"]
+    words = texts_note(settings.sampling.temperature)
+    if words and (clicked or key in results):
+        note.markdown(words)
     if clicked:
         warm(pair.target.name, pair.drafter_name, pair, tuple(prompt_ids))
         for passes, (spec, plain) in enumerate(timing.race(pair, prompt_ids, settings), start=1):
@@ -173,10 +188,12 @@ st.session_state.setdefault("_sp_sweeps", {})  # run key -> (γ sweep rows, fini
 intro()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, st.session_state["_sp_prompt"])
-st.caption(f"Drafter: **{pair.drafter_name}** · γ = {settings.gamma} · temperature "
-           f"{settings.sampling.temperature} · up to {settings.max_new_tokens} tokens (sidebar)")  # fmt: skip
+st.caption(f"Drafter: **{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
+           f"{settings.sampling.temperature:g} · up to {settings.max_new_tokens} tokens "
+           "(sidebar)")  # fmt: skip
 race_clicked, sweep_clicked = controls()
 lanes = [column.empty() for column in st.columns(2)]  # replaced on every pass, not appended
+texts_slot = st.empty()  # under the texts: why they differ, above temperature 0
 chart_slot = st.empty()
-race(pair, prompt_ids, settings, race_clicked, lanes, chart_slot)
+race(pair, prompt_ids, settings, race_clicked, lanes, texts_slot, chart_slot)
 gamma_sweep(pair, prompt_ids, settings, sweep_clicked)

@@ -176,3 +176,23 @@ def test_idle_machine_prices_each_draft_by_the_passes_timed_at_load(tiny_pair_di
     assert [t["name"] for t in figure(at)["data"]] == ["measured here (median)", "if cost ∝ tokens",
                                                      "if flat (memory-bound)"]  # free passes: none drawn
 
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_the_race_says_why_its_two_texts_differ_above_temperature_zero(tiny_pair_dirs, temperature):
+    at = make_app(tiny_pair_dirs, SPEEDUP, temperature=temperature, max_new_tokens=6, gamma=2)
+    at.button(key="b_race").click().run()
+    assert_clean(at)
+    said = any("each run draws its own random numbers" in m.value for m in at.markdown)
+    assert said == (temperature > 0)
+
+
+def test_drafters_are_named_in_the_sidebars_words():
+    from app_pages.words import drafter_words
+    from specdec.models.pair import LOOKUP_FIRST, NGRAM
+    from specdec.paths import BUNDLED_DRAFT
+
+    assert drafter_words(LOOKUP_FIRST + BUNDLED_DRAFT) == "n-gram lookup, then draft model"
+    assert drafter_words(BUNDLED_DRAFT) == "draft model (2 layers)"
+    assert drafter_words(NGRAM) == "n-gram lookup (no model)"
+    assert drafter_words(LOOKUP_FIRST + "my/model") == "n-gram lookup, then my/model"
