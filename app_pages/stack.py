@@ -106,15 +106,13 @@ if target_name == BUNDLED_TARGET:
     commands = "\n".join([stack.TARGET_GGUF_HINT, stack.DRAFT_GGUF_HINT,
                           stack.llamacpp_command(settings.gamma, draft_gguf)])  # fmt: skip
     st.code(commands, language="bash")
-    st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files: the target's is the "
-               "bundled Q4_1 file, the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
+    st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files. The target's is the "
+               "bundled Q4_1 file; the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
                "names, the target's tokenizer). llama.cpp drafts greedily and keeps drafts while they match "
-               "the target's sample. Not run by this page. Run once through llama-cpp-python (2026-12-01, "
-               "`scripts/llama_cpp_check.py`, docs/howto/export.md): the draft loaded and drafted, and ran "
-               "at 0.19–0.38× the target alone, because llama.cpp's target reads 4-bit weights and this "
-               "F32 draft reads "
-               "more bytes per token than it: speculation pays only where verifying is dear next to "
-               "drafting.")
+               "the target's sample. Not run by this page: `scripts/llama_cpp_check.py` runs it through "
+               "llama-cpp-python, and docs/howto/export.md has what it measured. There the F32 draft reads "
+               "more bytes per token than the 4-bit target, so speculation did not pay: it pays only where "
+               "verifying is dear next to drafting.")
 else:
     st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, "
                "then `llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)

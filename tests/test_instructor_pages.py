@@ -196,3 +196,38 @@ def test_drafters_are_named_in_the_sidebars_words():
     assert drafter_words(BUNDLED_DRAFT) == "draft model (2 layers)"
     assert drafter_words(NGRAM) == "n-gram lookup (no model)"
     assert drafter_words(LOOKUP_FIRST + "my/model") == "n-gram lookup, then my/model"
+
+
+def face_texts(node) -> list[str]:
+    """The words a page shows outside its expanders: markdown (not HTML chips), captions, alerts. Code
+    blocks (model output) and folded details left out."""
+    if getattr(node, "type", "") == "expander":
+        return []
+    children = getattr(node, "children", None)
+    if children:
+        return [text for child in children.values() for text in face_texts(child)]
+    if node.type in ("markdown", "caption", "alert") or node.type.startswith(("info", "warning", "success")):
+        proto = getattr(node, "proto", None)
+        if not getattr(proto, "allow_html", False) and isinstance(getattr(node, "value", None), str):
+            return [node.value]
+    return []
+
+
+def long_sentences(texts: list[str], limit: int = 30) -> list[str]:
+    import re
+
+    sentences = [s for text in texts for s in re.split(r"(?<=[.!?])\s+|\n+", text)]
+    return [s for s in sentences if len(s.split()) > limit]
+
+
+@pytest.mark.slow  # a race of every drafter on the tiny pair: a few seconds
+def test_variants_face_has_short_sentences_and_no_dated_figures(tiny_pair_dirs):
+    import re
+
+    at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=8)
+    at.button(key="b_variants").click().run()
+    assert_clean(at)
+    texts = face_texts(at.main)
+    assert any("EAGLE" in t for t in texts)  # the walk reads the page's words
+    assert not long_sentences(texts)
+    assert not [t for t in texts if re.search(r"20\d\d-\d\d-\d\d|--[a-z]", t)]  # no dates, no CLI flags
