@@ -34,7 +34,12 @@ from app_pages import ui  # noqa: E402
 from specdec.errors import is_out_of_memory, out_of_memory_message  # noqa: E402
 from specdec.models.loading import free_device_memory  # noqa: E402
 
-st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide")
+# A projector shows the lesson, not the settings: presenter mode (a link's presenter=1) starts with the
+# sidebar folded away.
+_presenting = st.query_params.get("presenter", "").lower() in ("1", "true", "on", "yes") or bool(
+    st.session_state.get("presenter"))
+st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide",
+                   initial_sidebar_state="collapsed" if _presenting else "auto")
 
 ui.note_imports(time.perf_counter() - _IMPORTS_STARTED)
 ui.init_state()

@@ -25,8 +25,12 @@ state = st.session_state
 state.setdefault("stage", 5)
 state.setdefault("playing", False)
 state.setdefault("animating", False)
+# Plain keys, mirrored by their widgets (ui.mirrored): a widget's own state is dropped on a run that
+# stops before drawing it (an empty prompt), and the setting must survive that.
 state.setdefault("speed", "normal")
 state.setdefault("animate_stages", True)
+# The instructor's pace: each Step (or → on a clicker) shows the next stage; on in presenter mode.
+state.setdefault("stage_per_click", ui.presenter())
 state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while animating
 student.init()
 
@@ -56,7 +60,9 @@ ready = [
 ]
 if "_prompt_w" in state and state["_prompt_w"] != state["prompt"]:
     state["_prompt_w"] = state["prompt"]  # set elsewhere (a ready prompt, a link): the box shows it
-left, right = st.columns([3, 2])
+# On a projector the class looks at the round, not the controls: they fold into an expander.
+inputs = st.expander("Prompt and playback", expanded=False) if ui.presenter() else st.container()
+left, right = inputs.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip
 # The prompt is also the widget's default: its own state is dropped when the page is left, and a box
@@ -79,7 +85,8 @@ if state.get("_run_key") != run_key:
     state["stage"], state["playing"], state["animating"] = 5, False, False
     student.new_run()
 stepper: Stepper = state["stepper"]
-student.controls()
+with inputs:
+    student.controls()
 
 
 def _read_prompt() -> None:
@@ -115,9 +122,18 @@ elif settings.rule != SPECULATIVE and not greedy:
 # -- controls ----------------------------------------------------------------------------------
 
 
+def _next_stage_only() -> bool:
+    """One stage per click, and the shown round has stages left to show."""
+    return bool(state["stage_per_click"]) and stepper.current is not None and (state["stage"] or 5) < 5
+
+
 def _step() -> None:
-    """The Step button: the round itself is computed in the fragment, where waiting can be shown."""
+    """The Step button: the next stage (one stage per click), or the next round, computed in the
+    fragment, where waiting can be shown."""
     state["_clicked"] = True
+    if _next_stage_only():
+        state["stage"], state["revealed"], state["animating"] = (state["stage"] or 5) + 1, ALL, False
+        return
     state["_steps_pending"] = state.get("_steps_pending", 0) + 1  # clicks before the fragment ran count
 
 
@@ -138,6 +154,8 @@ def _run_pending_step() -> None:
         return
     if trace is not None and student.on_new_round(trace):
         state["stage"], state["animating"], state["revealed"] = student.ask_stage(), False, ALL
+    elif trace is not None and state["stage_per_click"]:  # the instructor clicks through its stages
+        state["stage"], state["animating"], state["revealed"] = 1, False, ALL
     elif trace is not None:
         state["stage"] = 1 if state["animate_stages"] else 5
         state["animating"] = state["animate_stages"]
@@ -149,7 +167,11 @@ def _run_pending_step() -> None:
 
 
 def _back() -> None:
+    """Back a round, or with one stage per click, back a stage (then to the round before, at its end)."""
     state["_clicked"] = True
+    if state["stage_per_click"] and stepper.current is not None and (state["stage"] or 5) > 1:
+        state["stage"], state["animating"], state["revealed"] = (state["stage"] or 5) - 1, False, ALL
+        return
     stepper.back()
     state["stage"], state["animating"], state["revealed"] = 5, False, ALL
 
@@ -233,43 +255,71 @@ def round_view() -> None:
         st.rerun(scope="app")  # the timer starts or stops: set the fragment up again
 
     waiting_for_answer = student.awaiting(stepper.current)
+    trace = stepper.current
+    stage = _shown_stage(trace, waiting_for_answer)
+    _buttons(waiting_for_answer)
+    # Nothing may show the round's outcome before the stage that decides it (stage 3, the test): until
+    # then the counters and the timeline stand where they stood before the Step.
+    before_the_test = waiting_for_answer or (trace is not None and stage < 3)
+    if ui.presenter():  # the round first, in view after each Step; the totals under it
+        _round(trace, stage, waiting_for_answer)
+        _counters(hide_current=before_the_test)
+        _timeline(hide_current=before_the_test)
+        _output(trace)
+    else:
+        _counters(hide_current=before_the_test)
+        _timeline(hide_current=before_the_test)
+        _output(trace)  # under the timeline: the text so far, as chips and as text
+        _round(trace, stage, waiting_for_answer)
+    if trace is not None:
+        _cache_strip(trace, stage)
+    if student.active():
+        student.score_panel()
+
+
+def _shown_stage(trace, waiting_for_answer: bool) -> int:
+    """The stage on screen: the question's while a student has not answered (stages 3-5 would give
+    the answer away), else the one chosen."""
+    if trace is not None and waiting_for_answer:
+        state["stage"] = student.ask_stage()
+    return state["stage"] or 5
+
+
+def _buttons(waiting_for_answer: bool) -> None:
+    """Step, Play, Back, Reset; → and ← step and go back (a presentation clicker sends them too)."""
+    by_stage = bool(state["stage_per_click"])
     cols = st.columns(4)
-    cols[0].button("Step ▶|", on_click=_step, disabled=stepper.at_end or waiting_for_answer,
-                   width="stretch", key="b_step",
-                   help="answer the question first" if waiting_for_answer else None)  # fmt: skip
+    cols[0].button("Step ▶|", on_click=_step, key="b_step",
+                   disabled=stepper.at_end and not _next_stage_only() or waiting_for_answer,
+                   width="stretch", shortcut="Right",
+                   help="answer the question first" if waiting_for_answer else
+                   "one stage per click (→)" if by_stage else "the next round (→)")  # fmt: skip
     play_help = "in student mode each round waits for your answer" if student.active() else None
     cols[1].button("Pause ⏸" if state["playing"] else "Play ▶", on_click=_play, width="stretch",
                    disabled=(stepper.at_end and not state["playing"]) or student.active(), key="b_play",
                    help=play_help)  # fmt: skip
-    cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back")
+    cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back",
+                   shortcut="Left", help="a stage back (←)" if by_stage else "the round before (←)")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
 
-    _counters(hide_current=waiting_for_answer)
-    _timeline(hide_current=waiting_for_answer)
-    trace = stepper.current
-    _output(trace)  # under the timeline: the text so far, as chips and as text
-    if trace is None:
-        st.info("Press **Step** to run the first round, or **Play** to watch rounds go by.")
-    else:
-        done = " · generation finished" if stepper.at_end else ""
-        st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
-        if waiting_for_answer:  # stages 3-5 would give the answer away
-            stage = state["stage"] = student.ask_stage()
-        else:
-            st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
-                                 label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
-            stage = state["stage"] or 5
-        labels = stepper.labels_for(trace)
-        st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
-        STAGE_VIEWS[stage](stepper, trace, labels)
-        if waiting_for_answer:
-            student.question(trace, labels, greedy, on_reveal=_play_reveal)
-        elif stage >= 3:
-            student.answer_box(trace, labels)
-        _cache_strip(trace, stage)
 
-    if student.active():
-        student.score_panel()
+def _round(trace, stage: int, waiting_for_answer: bool) -> None:
+    """The shown round at its stage: heading, stage picker, the drafts, the stage's view, the question."""
+    if trace is None:
+        st.info("Press **Step** (or →) to run the first round, or **Play** to watch rounds go by.")
+        return
+    done = " · generation finished" if stepper.at_end else ""
+    st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
+    if not waiting_for_answer:
+        st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
+                             label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
+    labels = stepper.labels_for(trace)
+    st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
+    STAGE_VIEWS[stage](stepper, trace, labels)
+    if waiting_for_answer:
+        student.question(trace, labels, greedy, on_reveal=_play_reveal)
+    elif stage >= 3:
+        student.answer_box(trace, labels)
 
 
 def _play_reveal(answer) -> None:
@@ -283,13 +333,15 @@ def _cache_strip(trace, stage: int) -> None:
     rows = kvcache.cache_rows(trace, stage)
     if not rows:
         return
-    st.markdown(
-        "**KV caches.** Each model keeps keys and values for the tokens it has read. Drafting and "
-        "verifying add positions; from stage 4 the roll-back drops those after the first rejection "
-        "(greyed). The target caches the accepted drafts for free; the draft usually never fed its "
-        "last proposal (an adaptive stop has: it computed q for one more token, then stopped), so "
-        "after a bonus round it reads that token, with the bonus, next round."
-    )
+    st.markdown("**KV caches:** what each model has read; from stage 4 the rolled-back positions are grey.")
+    with st.expander("How the caches move"):
+        st.markdown(
+            "Drafting and verifying add positions to the caches. From stage 4 the roll-back drops the "
+            "positions after the first rejection (greyed). The target keeps the accepted drafts for free.\n\n"
+            "The draft usually never fed its last proposal. After a bonus round it reads that token, with "
+            "the bonus, next round. (An adaptive stop has fed it: it computed q for one more token, then "
+            "stopped.)"
+        )
     st.markdown(ui.cache_strip(rows, stepper.label), unsafe_allow_html=True)
 
 
@@ -338,10 +390,15 @@ def _json() -> str:
 def _playback_controls() -> None:
     """Speed and stage animation. Outside the round view: a change sets its timer up again (a full
     rerun), and a Step need not redraw them (every element a Step sends costs each browser time)."""
-    speed, animate, _ = st.columns([2, 2, 4])
-    speed.select_slider("Speed", options=list(SPEEDS), key="speed", label_visibility="collapsed",
-                        format_func=lambda name: f"speed: {name}")  # fmt: skip
-    animate.toggle("Animate stages", key="animate_stages")
+    speed, animate, by_stage, _ = inputs.columns([2, 2, 2, 2])
+    with speed:
+        ui.mirrored(st.select_slider, "Speed", "speed", options=list(SPEEDS), label_visibility="collapsed",
+                    format_func=lambda name: f"speed: {name}")  # fmt: skip
+    with animate:
+        ui.mirrored(st.toggle, "Animate stages", "animate_stages")
+    with by_stage:
+        ui.mirrored(st.toggle, "One stage per click", "stage_per_click",
+                    help="Step (or → on a clicker) shows the next stage of the round; ← goes back a stage")
 
 
 def _downloads() -> None:
