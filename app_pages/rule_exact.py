@@ -67,8 +67,9 @@ def exact_section(pair, trial, rows: list[dict], prompt_ids: list[int], position
     st.caption("Each rule's exact law of the first token, from p and q alone: the draft proposes x ~ q, "
                "the rule keeps it with its acceptance probability, else draws from its replacement. "
                "*TV exact* in the table is its distance from p; *expected there* is its exact acceptance.")
-    for name, why in view["unseen"].items():
-        st.warning(f"**{_title(rows, name)}** (lossy) cannot be seen at this position: {why}.",
+    for name, why in view["unseen"].items():  # only rules the samples did not catch (exact.trial_view)
+        st.warning(f"**{_title(rows, name)}** (lossy) is not caught here: with {trial.samples} samples its "
+                   f"loss cannot be seen at this position, not reliably. {why[0].upper()}{why[1:]}.",
                    icon=":material/visibility_off:")  # fmt: skip
     watched = exact.watched_rule(trial.custom)
     if watched not in view["unseen"] or watched != TOP_CHOICE:
