@@ -58,7 +58,7 @@ def test_the_sample_chart_draws_the_exact_law_and_error_bars():
     names = [trace.name for trace in fig.data]
     assert names[0] == "exact: the target's p" and list(fig.data[0].y) == [0.60, 0.40]
     speculative = fig.data[1]
-    assert speculative.name == "speculative" and speculative.error_y.array is not None
+    assert speculative.name == "speculative ± 95 %" and speculative.error_y.array is not None
     top = speculative.y[0] + speculative.error_y.array[0]
     bottom = speculative.y[0] - speculative.error_y.arrayminus[0]
     assert bottom < 0.60 < top  # the whisker reaches the exact law

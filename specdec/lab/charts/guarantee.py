@@ -72,8 +72,9 @@ def empirical_chart(
                     marker_pattern_shape="/", hovertemplate="%{x}: %{y:.3f}<extra>the target's p</extra>")
     for number, (name, values, color, short) in enumerate(series):
         errors = error_bars(values, sizes[number]) if sizes and sizes[number] else None
-        fig.add_bar(x=names, y=values, name=name, marker_color=color, error_y=errors,
+        fig.add_bar(x=names, y=values, name=name + (" ± 95 %" if errors else ""), marker_color=color,
+                    error_y=errors,
                     hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{short}</extra>")
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="share of samples" + (" (bars: 95 % sampling error)" if sizes else ""))
+    fig.update_yaxes(title_text="share")  # whiskers: 95 % sampling error (the page says so under it)
     return styled(fig, title, height=320)
