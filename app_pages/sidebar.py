@@ -221,13 +221,31 @@ PRESENTER_CSS = """
   font-size: 1.3rem;}
 [data-testid="stMainBlockContainer"] h1 {font-size: 2.8rem;}
 [data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] {display: none;}
-[data-testid="stMainBlockContainer"] :is([data-testid="stWidgetLabel"], button) p {font-size: 1.15rem;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stWidgetLabel"], button) p {font-size: 1.25rem;}
 [data-testid="stMetricValue"] {font-size: 3.2rem;}
 [data-testid="stMetricValue"] p {font-size: inherit;}
 [data-testid="stMetricLabel"] p {font-size: 1.25rem;}
-[data-testid="stTable"] td, [data-testid="stTable"] th {font-size: 1.2rem;}
+[data-testid="stTable"] td, [data-testid="stTable"] th {font-size: 1.25rem;}
 .sd-line {font-size: 1.5rem !important;}
-.sd-tok small {font-size: 1rem !important;}
+.sd-tok small {font-size: 1.25rem !important;}
+/* Nothing under 20 px on a projector: inputs, code, alerts, options, progress text, expanders. */
+[data-testid="stMainBlockContainer"] :is(textarea, input, [data-baseweb="select"] *) {
+  font-size: 1.25rem !important;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stCode"], [data-testid="stCodeBlock"])
+  :is(pre, code, span) {font-size: 1.25rem !important;}
+[data-testid="stMainBlockContainer"] [data-testid="stAlertContainer"] :is(p, li, div) {font-size: 1.25rem;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stRadio"], [data-testid="stCheckbox"],
+  [data-testid="stMultiSelect"], [data-testid="stSelectSlider"], [data-testid="stSlider"]) :is(p, div, span) {
+  font-size: 1.25rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stProgress"] :is(p, div) {font-size: 1.25rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stExpander"] summary :is(p, span) {font-size: 1.25rem;}
+[data-testid="stMainBlockContainer"] :is([data-testid="stText"], [data-testid="stMarkdownContainer"] code,
+  [data-testid="stMarkdownContainer"] small, [data-testid="stMarkdownContainer"] td,
+  [data-testid="stMarkdownContainer"] th) {font-size: 1.25rem;}
+[data-testid="stMainBlockContainer"] :is(kbd,
+  [data-testid="stFileUploaderDropzoneInstructions"] :is(span, small)) {font-size: 1.25rem !important;}
+.sd-legend, .sd-legend .sd-tok, .sd-cache, .sd-cache * {font-size: 1.25rem !important;}
+.sd-cache b {width: 22rem !important;}
 </style>
 """
 

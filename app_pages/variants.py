@@ -221,7 +221,7 @@ def feature_head() -> None:
             "the other drafters, with the exact command and the machine, are in `docs/benchmarks.md`; "
             "the race above measures it here, now."
         )
-    st.graphviz_chart(FEATURE_HEAD_PICTURE)
+    st.graphviz_chart(FEATURE_HEAD_PICTURE, width="stretch" if ui.presenter() else "content")
 
 
 ui.init_state()

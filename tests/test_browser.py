@@ -78,7 +78,16 @@ def open_rounds(page, base: str, params: dict[str, str]) -> None:
     wait_idle(page)
 
 
+def unfold_inputs(page) -> None:
+    """Presenter mode folds the round view's prompt and playback settings into an expander: open it."""
+    folded = page.get_by_text("Prompt and playback", exact=True)
+    if folded.count() and not page.get_by_role("switch", name="Animate stages").is_visible():
+        folded.click()
+        wait_idle(page)
+
+
 def set_animation(page, on: bool) -> None:
+    unfold_inputs(page)
     toggle = page.get_by_role("switch", name="Animate stages")
     if toggle.is_checked() != on:
         page.get_by_text("Animate stages").click()
@@ -96,6 +105,12 @@ def step(page) -> None:
         except Exception:  # noqa: BLE001 - retry the click once or twice
             continue
     wait_idle(page)
+    # The counters hold a round back until its test (stage 3): one stage per click (presenter mode's
+    # pace) leaves it at stage 1, so show it whole.
+    whole = page.get_by_role("radio", name="5 · Output", exact=True)
+    if whole.count() and whole.get_attribute("aria-checked") != "true":
+        whole.click()
+        wait_idle(page)
     assert int(metric(page, "Rounds")) == before + 1
 
 

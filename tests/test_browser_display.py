@@ -8,12 +8,13 @@ As a script it saves a screenshot of every page in both views under test-artifac
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, step, streamlit_server, wait_idle
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, step, streamlit_server, unfold_inputs, wait_idle
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -61,16 +62,24 @@ def browser():
 def open_page(page, base: str, path: str, params: dict[str, str]) -> None:
     query = "&".join(f"{k}={v}" for k, v in params.items())
     page.goto(f"{base}/{path}" + (f"?{query}" if query else ""))
-    page.locator('[data-testid="stSidebarNav"]').wait_for()
+    page.locator('[data-testid="stSidebarNav"]').wait_for(state="attached")  # folded in presenter mode
     page.get_by_text(re.compile("Loading the models")).wait_for(state="detached", timeout=180_000)
     wait_idle(page)
     if path == "rounds":  # the round view's chips, table and metrics appear with the first round
+        unfold_inputs(page)
         page.get_by_role("switch", name="Animate stages").wait_for()
         if page.get_by_role("switch", name="Animate stages").is_checked():
             page.get_by_text("Animate stages").click()
             wait_idle(page)
         step(page)
         page.get_by_role("radio", name="2 · Verify", exact=True).click()
+        wait_idle(page)
+
+
+def unfold_sidebar(page) -> None:
+    if not page.locator('[data-testid="stSidebarNav"]').is_visible():
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        page.locator('[data-testid="stSidebarNav"]').wait_for()
         wait_idle(page)
 
 
@@ -92,6 +101,7 @@ def test_no_label_is_cut_off_on_any_page(tiny_pair_dirs):
             page.set_default_timeout(180_000)
             for path in PAGES:
                 open_page(page, base, path, params)
+                unfold_sidebar(page)  # presenter mode starts with it folded: its menu is checked too
                 if cut := cut_labels(page):
                     found[f"{view} /{path}"] = cut
                     page.screenshot(path=ARTIFACTS / f"cut-{view}-{path or 'home'}.png", full_page=True)
@@ -100,6 +110,59 @@ def test_no_label_is_cut_off_on_any_page(tiny_pair_dirs):
                 assert "presenter=True" in page.url
             page.close()
     assert not found, found
+
+
+# Every visible text in the main area, with the font size it is drawn at: HTML elements with text of
+# their own, and the charts' SVG text (Plotly's ticks, legends and titles).
+SMALL_TEXT = """(limit) => {
+    const small = [];
+    let seen = 0;
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    for (const box of main.querySelectorAll('*')) {
+        const own = [...box.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+        if (!own || !box.getClientRects().length) continue;
+        if (box.closest('[data-testid="stIconMaterial"], [translate="no"]')) continue;  // an icon, not text
+        const style = getComputedStyle(box);
+        if (style.visibility === 'hidden' || style.display === 'none' || box.closest('[hidden]')) continue;
+        const rect = box.getBoundingClientRect();
+        if (rect.width === 0 || rect.height === 0) continue;
+        seen += 1;
+        // SVG text is drawn scaled (a graph fitted to its column): its size on screen is what counts.
+        const m = box instanceof SVGElement ? box.getScreenCTM() : null;
+        const scale = m ? Math.hypot(m.a, m.b) : 1;  // rotated text (an axis title) too
+        const size = Math.round(parseFloat(style.fontSize) * scale * 10) / 10;
+        const text = box.textContent.trim().slice(0, 40);
+        if (size < limit - 0.5) small.push(`${box.tagName.toLowerCase()} ${size}px: ${text}`);
+    }
+    return {small, seen};
+}"""
+
+
+def small_texts(page, limit: float = 20) -> list[str]:
+    found = page.evaluate(SMALL_TEXT, limit)
+    assert found["seen"] > 3, found
+    return found["small"]
+
+
+def test_presenter_mode_draws_no_text_under_20_px(tiny_pair_dirs):
+    """A projector seen from the back of a hall: on every page, in presenter mode at 1920×1080, every
+    visible text of the main area, charts included, is at least 20 px."""
+    env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
+           "SPECDEC_CHAT": "0"}  # fmt: skip
+    found = {}
+    with streamlit_server(env) as base, browser() as chromium:
+        page = chromium.new_page(viewport={"width": 1920, "height": 1080})
+        page.set_default_timeout(180_000)
+        for path in PAGES:
+            open_page(page, base, path, {"presenter": "1"})
+            if small := small_texts(page):
+                found[path or "home"] = small
+                page.screenshot(path=ARTIFACTS / f"small-text-{path or 'home'}.png", full_page=True)
+        # Negative control: the same check sees a paragraph drawn at 14 px.
+        page.add_style_tag(content='[data-testid="stMainBlockContainer"] h1 {font-size: 14px !important;}')
+        assert any(" 14px: In your stack" in text for text in small_texts(page)), small_texts(page)
+    (ARTIFACTS / "small-text.json").write_text(json.dumps(found, indent=1, ensure_ascii=False))
+    assert not found, f"{sum(map(len, found.values()))} small texts, listed in {ARTIFACTS}/small-text.json"
 
 
 def test_the_check_finds_a_cut_label(tiny_pair_dirs):

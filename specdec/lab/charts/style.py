@@ -45,6 +45,7 @@ def narrow(fig: go.Figure, categories: int) -> go.Figure:
 INK = "#212121"
 TEXT_SIZE, TITLE_SIZE = 14, 16
 PRESENTER_SCALE = 1.35  # presenter mode: every text this much larger, and the chart a little taller
+PROJECTOR_MIN_SIZE = 20  # ... and never smaller than this (px): what carries to the back of a hall
 
 
 TITLE_CHARS = 40  # a longer title is cut in a third of the page: it goes on two lines
@@ -92,7 +93,7 @@ def for_projector(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
     big = go.Figure(fig)
 
     def grow(font) -> dict:
-        return {"size": round((font.size or TEXT_SIZE) * scale)}
+        return {"size": max(PROJECTOR_MIN_SIZE, round((font.size or TEXT_SIZE) * scale))}
 
     big.update_layout(font=grow(big.layout.font), title_font=grow(big.layout.title.font),
                       legend_font=grow(big.layout.legend.font),
@@ -103,13 +104,14 @@ def for_projector(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
     big.for_each_xaxis(grow_axis)
     big.for_each_yaxis(grow_axis)
     big.for_each_annotation(lambda note: note.update(font=grow(note.font)))
-    big.update_traces(textfont_size=round(TEXT_SIZE * scale), selector={"type": "bar"})
+    bar_text = max(PROJECTOR_MIN_SIZE, round(TEXT_SIZE * scale))
+    big.update_traces(textfont_size=bar_text, selector={"type": "bar"})
     return big
 
 
 def spec_for_projector(spec: dict, scale: float = PRESENTER_SCALE) -> dict:
     """A Vega-Lite spec (the round timeline) with its axis and legend text `scale` times larger."""
-    size = round(TEXT_SIZE * scale)
+    size = max(PROJECTOR_MIN_SIZE, round(TEXT_SIZE * scale))
     text = {"labelFontSize": size, "titleFontSize": size, "labelColor": INK, "titleColor": INK}
     return {**spec, "config": {**spec.get("config", {}), "axis": text, "legend": text}}
 
