@@ -131,7 +131,7 @@ def results(rows: list[dict]) -> list[dict]:
     )  # fmt: skip
     category_charts(rows)
     with st.expander("Every prompt"):
-        st.dataframe(rows, hide_index=True, width="stretch")
+        st.dataframe(prompt_kinds.prompt_rows(rows), hide_index=True, width="stretch")
     return summary
 
 

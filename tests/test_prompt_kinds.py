@@ -53,3 +53,17 @@ def test_without_code_and_prose_the_quiz_compares_the_fastest_and_slowest():
     assert "Here copy-heavy ran at 2.10× and structured at 0.90×" in prompt_kinds.quiz_question(others)
     _, words = prompt_kinds.quiz_feedback(others, "length", per_category=1)
     assert "**copy-heavy** kept 90%" in words and "**structured** kept 20%" in words
+
+
+def test_every_prompts_table_is_in_words_and_few_digits():
+    run = {"category": "copy_heavy", "prompt": 1, "text": "Repeat this", "acceptance_rate": 0.4712,
+           "tokens_per_pass": 2.0, "drafted_per_round": 3.1234, "speculative_tokens_per_second": 13.4,
+           "target_tokens_per_second": 8.41234, "speedup": 1.59312, "alpha": 0.47}  # fmt: skip
+    row = prompt_kinds.prompt_rows([run])[0]
+    assert row == {"kind": "copy-heavy", "prompt": 1, "acceptance": "47%", "tokens / pass": "2.00",
+                   "drafts a round": "3.1", "speculative tokens/s": "13.4", "target alone tokens/s": "8.41",
+                   "speed-up": "1.59×", "text": "Repeat this"}  # fmt: skip
+    assert not any("_" in key for key in row)
+    checked = ("category", "prompt", "acceptance_rate", "tokens_per_pass", "speedup")  # what a file must hold
+    reloaded = {key: run[key] for key in checked}
+    assert prompt_kinds.prompt_rows([reloaded])[0]["speculative tokens/s"] == "–"

@@ -9,6 +9,8 @@ their length included, differ from kind to kind, and the feedback never says oth
 
 from __future__ import annotations
 
+from specdec.lab.numbers import figure
+
 RIGHT = "predictability"
 CHOICES = {
     "temperature": "The writing tool samples at a higher temperature",
@@ -71,3 +73,21 @@ def quiz_feedback(summary: list[dict], answer: str, per_category: int) -> tuple[
                       f"while {second['category']} has more good next words.{caveat}")  # fmt: skip
     return False, (f"Not the main reason. {NOT_IT[answer]} {numbers} What differs is how predictable "
                    f"the continuations are, which sets the acceptance rate α.{caveat}")  # fmt: skip
+
+
+def prompt_rows(rows: list[dict]) -> list[dict]:
+    """The page's 'Every prompt' table: each prompt's run in words and 2–3 significant digits (no
+    identifiers for headers, no '13.4000'). A reloaded file need only hold the checked numbers
+    (timing.check_saved_results): the others show as '–'."""
+
+    def optional(row: dict, key: str, digits: int = 3) -> str:
+        value = row.get(key)
+        return "–" if not isinstance(value, int | float) else figure(value, digits)
+
+    return [{"kind": kind_words(str(row["category"])), "prompt": row["prompt"],
+             "acceptance": f"{row['acceptance_rate']:.0%}", "tokens / pass": f"{row['tokens_per_pass']:.2f}",
+             "drafts a round": optional(row, "drafted_per_round", 2),
+             "speculative tokens/s": optional(row, "speculative_tokens_per_second"),
+             "target alone tokens/s": optional(row, "target_tokens_per_second"),
+             "speed-up": f"{row['speedup']:.2f}×", "text": str(row.get("text", ""))}
+            for row in rows]  # fmt: skip
