@@ -70,6 +70,12 @@ def _sibling_line(stepper: Stepper, trace) -> str:
     return f'<div class="sd-line"><small>second choices in the pass:</small> {"".join(chips)}</div>'
 
 
+def side_by_side():
+    """Where a stage's words and its chart go: in presenter mode two columns, so the whole stage fits a
+    projector's screen; elsewhere one after the other."""
+    return st.columns([1, 1], gap="medium") if ui.presenter() else (st.container(), st.container())
+
+
 def mark_click() -> None:
     """A widget in the fragment changed: this rerun is a click, not a timer beat."""
     state["_clicked"] = True
@@ -101,33 +107,40 @@ def _figure(trace, chart: str, position: int, build):
 
 
 def _stage_drafting(stepper: Stepper, trace, labels) -> None:
-    st.markdown(
+    words, picture = side_by_side()
+    words.markdown(
         f"The drafter proposes **{trace.num_drafted}** token(s), one after another, each drawn from its "
         "distribution **q**. Nothing has been checked yet."
     )
     why = draft_length.why_drafting_stopped(trace, stepper.settings)
+    words.markdown(f"**Why {trace.num_drafted}?** {why}")
     if _drafted_under_confidence_rule(stepper, trace):
-        why += (" (Π on each draft: the product of the draft's top probabilities so far, its estimate "
-                f"that every draft up to there survives; drafting stops before Π would fall below what "
-                f"the next draft costs: the threshold {stepper.settings.draft_threshold:.2f} for drafting "
-                "it, plus what it adds to the target's pass on this machine, listed on *The idle "
-                "machine*. The first draft's drafting step is already paid, so where a pass over two "
-                "tokens costs what a pass over one does, the first draft is always made.)")
-    st.markdown(f"**Why {trace.num_drafted}?** {why}")
+        with words.expander("Π: how sure the draft is that its drafts survive"):
+            st.markdown(
+                "Π on each draft is the product of the draft's top probabilities so far: its estimate that "
+                "every draft up to there survives.\n\n"
+                f"Drafting stops before Π would fall below what the next draft costs: the threshold "
+                f"{stepper.settings.draft_threshold:.2f}, plus what that draft adds to the target's pass "
+                "on this machine (listed on *The idle machine*).\n\n"
+                "The first draft's drafting step is already paid. So where a pass over two tokens costs "
+                "what a pass over one does, the first draft is always made."
+            )
     if trace.head_read is not None:
-        _what_the_head_read(stepper, trace)
+        with words:
+            _what_the_head_read(stepper, trace)
     if trace.num_drafted == 0:
         return
     if trace.drafted_by == DRAFTED_BY_LOOKUP:
-        st.caption("Copied by n-gram lookup: what followed the same few tokens earlier in the text. "
-                   "q puts all its mass on the copied token.")  # fmt: skip
+        words.caption("Copied by n-gram lookup: what followed the same few tokens earlier in the text. "
+                      "q puts all its mass on the copied token.")  # fmt: skip
     revealing = state["revealed"] < trace.num_drafted
     follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft
-    i = _position_picker(trace, labels, trace.num_drafted, "Drafted token", follow)
+    with words:
+        i = _position_picker(trace, labels, trace.num_drafted, "Drafted token", follow)
     drafted = trace.drafted_tokens[i]
     title = f"q at draft position {i + 1}: drafted {labels[drafted]}"
     fig = _figure(trace, "draft", i, lambda: charts.draft_chart(trace.positions[i], drafted, labels, title))
-    ui.chart(fig, key=f"_c1_{trace.index}")
+    ui.chart(fig, key=f"_c1_{trace.index}", container=picture)
 
 
 def _what_the_head_read(stepper: Stepper, trace) -> None:
@@ -149,7 +162,8 @@ def _what_the_head_read(stepper: Stepper, trace) -> None:
 
 def _stage_verify(stepper: Stepper, trace, labels) -> None:
     k = trace.num_drafted
-    st.markdown(
+    words, picture = side_by_side()
+    words.markdown(
         f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
         f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
         + (f" The same pass scores the draft's second choice beside {len(trace.sibling_positions)} "
@@ -167,13 +181,14 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
             "target's top token": md_escape(labels[top]),  # table cells read Markdown
             "p(top)": round(position.target_probs[0], 4),
         })  # fmt: skip
-    st.table(rows)
-    i = _position_picker(trace, labels, k + 1, "Position")
+    words.table(rows)
+    with words:
+        i = _position_picker(trace, labels, k + 1, "Position")
     drafted = trace.drafted_tokens[i] if i < k else None
     title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
     fig = _figure(trace, "verify", i, lambda: charts.distribution_chart(
         trace.positions[i], labels, title, highlight=drafted, show_residual=False))  # fmt: skip
-    ui.chart(fig, key=f"_c2_{trace.index}")
+    ui.chart(fig, key=f"_c2_{trace.index}", container=picture)
 
 
 RULE_TESTS = {  # stage 3's opening line under each rule, above temperature 0
@@ -215,16 +230,17 @@ def _stage_accept(stepper: Stepper, trace, labels) -> None:
     if trace.num_drafted == 0:
         st.markdown("Nothing was drafted, so there is nothing to test: the target's pass gives one token.")
         return
+    words, picture = side_by_side()
     if stepper.settings.sampling.greedy:
-        st.markdown(
+        words.markdown(
             "**Greedy mode** (temperature 0): no coin flips. A draft is kept if it equals the target's "
             "most likely token (argmax of p); the first mismatch ends the round."
         )
     else:
-        st.markdown(RULE_TESTS[trace.rule])
+        words.markdown(RULE_TESTS[trace.rule])
     fig = _figure(trace, "accept", 0, lambda: charts.acceptance_chart(trace, labels))
-    ui.chart(fig, key=f"_c3_{trace.index}")
-    st.markdown("\n".join(_test_line(trace, labels, i) for i in range(trace.num_tested)))
+    ui.chart(fig, key=f"_c3_{trace.index}", container=picture)
+    words.markdown("\n".join(_test_line(trace, labels, i) for i in range(trace.num_tested)))
 
 
 # What the replacement after a rejection is drawn from, under each rule (above temperature 0).
@@ -241,6 +257,18 @@ REPLACEMENTS = {
 
 
 def _stage_correct(stepper: Stepper, trace, labels) -> None:
+    words, picture = side_by_side()
+    with words:
+        fig = _correction_words(stepper, trace, labels)
+    ui.chart(fig, key=f"_c4_{trace.index}", container=picture)
+    k, j, nxt = trace.num_drafted, trace.num_accepted, labels[trace.next_token]
+    shown = trace.positions[k if trace.is_bonus else j].token_ids
+    if trace.next_token not in shown:
+        words.caption(f"{code(nxt)} is outside the most likely tokens the trace keeps: it has no bar here.")
+
+
+def _correction_words(stepper: Stepper, trace, labels):
+    """Stage 4's words (bonus or replacement), and the figure they describe."""
     greedy = stepper.settings.sampling.greedy
     k, j = trace.num_drafted, trace.num_accepted
     nxt = labels[trace.next_token]
@@ -274,10 +302,7 @@ def _stage_correct(stepper: Stepper, trace, labels) -> None:
         title = f"position {j + 1}: p, q and {drawn_from}; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
             trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))  # fmt: skip
-    ui.chart(fig, key=f"_c4_{trace.index}")
-    shown = trace.positions[k if trace.is_bonus else j].token_ids
-    if trace.next_token not in shown:
-        st.caption(f"{code(nxt)} is outside the most likely tokens the trace keeps, so it has no bar here.")
+    return fig
 
 
 def _stage_output(stepper: Stepper, trace, labels) -> None:

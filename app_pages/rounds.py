@@ -34,7 +34,8 @@ state.setdefault("stage_per_click", ui.presenter())
 state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while animating
 student.init()
 
-st.title("Round by round")
+if not ui.presenter():  # on a projector the round itself heads the page: every line counts
+    st.title("Round by round")
 st.markdown(ui.TOKEN_CSS + ui.STEADY_WHILE_RUNNING_CSS, unsafe_allow_html=True)
 
 
@@ -309,10 +310,11 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
         st.info("Press **Step** (or →) to run the first round, or **Play** to watch rounds go by.")
         return
     done = " · generation finished" if stepper.at_end else ""
-    st.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
+    heading, stages = st.columns([2, 3], vertical_alignment="center") if ui.presenter() else (st, st)
+    heading.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
     if not waiting_for_answer:
-        st.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
-                             label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
+        stages.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
+                                 label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
     labels = stepper.labels_for(trace)
     st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
     STAGE_VIEWS[stage](stepper, trace, labels)

@@ -217,6 +217,7 @@ def sidebar_controls() -> None:
 # speaker. Charts grow through ui.chart (specdec.lab.charts.style.for_projector).
 PRESENTER_CSS = """
 <style>
+[data-testid="stMainBlockContainer"] {padding-top: 3.75rem;}  /* just under the header bar */
 [data-testid="stMainBlockContainer"] :is([data-testid="stMarkdown"], [data-testid="stPageLink"]) :is(p, li) {
   font-size: 1.3rem;}
 [data-testid="stMainBlockContainer"] h1 {font-size: 2.8rem;}

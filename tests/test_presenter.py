@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec.lab.charts.style import PRESENTER_SCALE, TEXT_SIZE, for_projector, styled
+from specdec.lab.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT_SIZE, for_projector, styled
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 EVERYDAY = ["Drafter", "Draft length γ", "Temperature (0 = greedy)", "Acceptance rule"]
@@ -63,7 +63,8 @@ def test_for_projector_enlarges_every_text_and_leaves_the_original():
     fig.add_annotation(text="note", x=0, y=1)
     fig = styled(fig, "title", height=300)
     big = for_projector(fig)
-    grown = round(TEXT_SIZE * PRESENTER_SCALE)
+    grown = max(PROJECTOR_MIN_SIZE, round(TEXT_SIZE * PRESENTER_SCALE))  # never under 20 px
+    assert grown >= 20
     assert big.layout.font.size == grown and big.layout.xaxis.tickfont.size == grown
     assert big.layout.yaxis.title.font.size == grown and big.layout.annotations[0].font.size == grown
     assert big.layout.title.font.size > fig.layout.title.font.size
@@ -78,7 +79,8 @@ def test_the_round_timeline_grows_in_presenter_mode_too():
 
     spec = _timeline_spec()
     big = spec_for_projector(spec)
-    assert big["config"]["axis"]["labelFontSize"] == round(TEXT_SIZE * PRESENTER_SCALE)
+    grown = max(PROJECTOR_MIN_SIZE, round(TEXT_SIZE * PRESENTER_SCALE))
+    assert big["config"]["axis"]["labelFontSize"] == grown
     assert big["config"]["legend"]["labelFontSize"] > TEXT_SIZE
     assert "config" not in spec or spec["config"] is not big["config"]  # the shared spec is not changed
     assert big["layer" if "layer" in spec else "mark"] == spec["layer" if "layer" in spec else "mark"]
