@@ -94,7 +94,8 @@ def _position_picker(trace, labels, count: int, label: str, follow: int | None =
     state.setdefault(key, 0)
     if state[key] is None or follow is not None:
         state[key] = follow or 0
-    st.segmented_control(label, options=list(range(count)), format_func=name, key=key, on_change=mark_click)
+    st.segmented_control(label, options=list(range(count)), format_func=name, key=key, on_change=mark_click,
+                         label_visibility="collapsed" if ui.presenter() else "visible")  # a line saved
     return state[key] or 0
 
 
@@ -181,7 +182,9 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
             "target's top token": md_escape(labels[top]),  # table cells read Markdown
             "p(top)": round(position.target_probs[0], 4),
         })  # fmt: skip
-    words.table(rows)
+    # The chips above already carry q and p; on a projector the full table waits behind an expander.
+    (words.expander("p and q at every position, with the target's top token") if ui.presenter()
+     else words).table(rows)  # fmt: skip
     with words:
         i = _position_picker(trace, labels, k + 1, "Position")
     drafted = trace.drafted_tokens[i] if i < k else None
