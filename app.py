@@ -19,20 +19,7 @@ _IMPORTS_STARTED = time.perf_counter()  # the status box's start-up split: what 
 # 60 ms median with 1 thread and 300 ms (spikes of 4 s) with 2. Must be set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# The heavy libraries, imported before any page code runs. Sessions run in threads; when eight first
-# sessions imported pandas lazily (inside Plotly) at the same moment, one saw a half-initialised module.
-import altair  # noqa: E402, F401
-import pandas  # noqa: E402, F401
-import plotly.graph_objects  # noqa: E402, F401
 import streamlit as st  # noqa: E402
-import torch  # noqa: E402, F401
-import transformers  # noqa: E402, F401
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
-
-from app_pages import ui  # noqa: E402
-from specdec.errors import is_out_of_memory, out_of_memory_message  # noqa: E402
-from specdec.models.loading import free_device_memory  # noqa: E402
 
 # A projector shows the lesson, not the settings: presenter mode (a link's presenter=1) starts with the
 # sidebar folded away.
@@ -41,11 +28,9 @@ _presenting = st.query_params.get("presenter", "").lower() in ("1", "true", "on"
 st.set_page_config(page_title="specdec", page_icon="🎯", layout="wide",
                    initial_sidebar_state="collapsed" if _presenting else "auto")
 
-ui.note_imports(time.perf_counter() - _IMPORTS_STARTED)
-ui.init_state()
-ui.sidebar_controls()
-# A cold server draws its menu at once: the menu first, then the models load in a background thread
-# (once per process), and a page that needs them says so while it waits (ui.require_pair).
+# A cold server draws its menu at once: the menu first, before the heavy imports below (seconds on a
+# small machine); then the models load in a background thread (once per process), and a page that
+# needs them says so while it waits (ui.require_pair).
 page = st.navigation(
     [
         st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -86,6 +71,23 @@ page = st.navigation(
         ),
     ]
 )
+# The heavy libraries, imported before any page code runs. Sessions run in threads; when eight first
+# sessions imported pandas lazily (inside Plotly) at the same moment, one saw a half-initialised module.
+import altair  # noqa: E402, F401
+import pandas  # noqa: E402, F401
+import plotly.graph_objects  # noqa: E402, F401
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
+
+from app_pages import ui  # noqa: E402
+from specdec.errors import is_out_of_memory, out_of_memory_message  # noqa: E402
+from specdec.models.loading import free_device_memory  # noqa: E402
+
+ui.note_imports(time.perf_counter() - _IMPORTS_STARTED)
+ui.init_state()
+ui.sidebar_controls()
 ui.start_loading()
 pair, load_error = (None, None) if ui.loading_now() else ui.load_pair()
 ui.model_status(pair, load_error)

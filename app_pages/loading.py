@@ -19,7 +19,14 @@ from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_a
 from specdec.lab.stepper import LiveRuns
 from specdec.model_names import check_pair_names
 from specdec.models.pair import NGRAM, ModelPair
-from specdec.models.startup import StartupSplit, first_token_seconds, forget_machine_timings, timed_load
+from specdec.models.startup import (
+    StartupSplit,
+    expected_load_seconds,
+    first_token_seconds,
+    forget_machine_timings,
+    note_load_seconds,
+    timed_load,
+)
 
 
 def waiting_message(ahead: int) -> str:
@@ -93,19 +100,28 @@ def loading_now() -> threading.Thread | None:
     return thread if thread.is_alive() else None
 
 
-# No fixed estimate of the load's time: it varies with the machine and its load (29-37 s on an idle
-# 2-core machine, over a minute on a busy one: docs/LOG.md); the page counts the seconds instead.
 LOADING_MESSAGE = ("Loading the models… (once per server). The menu works meanwhile; this page goes on "
                    "by itself.")  # fmt: skip
 
 
+def loading_estimate() -> str:
+    """How long the load should take: the last load of this pair on this machine, measured (the first
+    load on a machine also times it, about half a minute); the page counts the seconds as well."""
+    target, drafter = _sidebar_key()
+    seconds = expected_load_seconds(f"{target} {drafter}")
+    if seconds is None:
+        return "about half a minute the first time on a machine"
+    return f"about {max(seconds, 1):.0f} s last time on this machine"
+
+
 def wait_for_models(thread: threading.Thread) -> None:
-    """Say the models are loading, with the seconds so far, until the background load ends; then
-    rerun, so the sidebar's status shows the loaded pair. (Each update lets a click elsewhere in.)"""
-    started = time.monotonic()
+    """Say the models are loading, with the measured estimate and the seconds so far, until the
+    background load ends; then rerun, so the sidebar's status shows the loaded pair. (Each update lets a
+    click elsewhere in.)"""
+    started, estimate = time.monotonic(), loading_estimate()
     note = st.empty()
     while thread.is_alive():
-        note.info(f"{LOADING_MESSAGE} {time.monotonic() - started:.0f} s so far",
+        note.info(f"{LOADING_MESSAGE} {estimate}; {time.monotonic() - started:.0f} s so far",
                   icon=":material/hourglass_top:")  # fmt: skip
         thread.join(timeout=1.0)
     note.empty()
@@ -138,6 +154,7 @@ def _load_or_explain(
         if (target, drafter) in splits:
             return _load_pair(target, drafter), None
         pair, split = timed_load(lambda: _load_pair(target, drafter), splits.get("imports"))
+        note_load_seconds(f"{target} {drafter}", split.loading + split.timing)  # the next start's estimate
         # The first token paid here, in the load's thread, not by the first Step.
         splits[target, drafter] = split.with_first_token(first_token_seconds(pair))
         return pair, None
@@ -201,7 +218,7 @@ def _loading_note() -> None:
     """The sidebar's note while the models load; once they are in, the whole page runs again."""
     if loading_now() is None:
         st.rerun()
-    st.info("Loading the models in the background…", icon=":material/hourglass_top:")
+    st.info(f"Loading the models in the background ({loading_estimate()})…", icon=":material/hourglass_top:")
 
 
 def _short(model) -> str:

@@ -129,3 +129,10 @@ def test_a_loaded_model_reads_its_layout_and_pass_costs_back(tiny_pair_dirs, tim
     second = load_model(tiny_pair_dirs["target"])
     assert second.pass_costs == costs
     assert {r.source for r in kept_timings.RECORDS} == {kept_timings.READ}
+
+
+def test_a_load_time_is_kept_for_the_next_start_estimate(timings):
+    assert kept_timings.load_seconds("target drafter") is None
+    kept_timings.note_load_seconds("target drafter", 3.14)
+    assert kept_timings.load_seconds("target drafter") == 3.1
+    assert kept_timings.load_seconds("target other") is None

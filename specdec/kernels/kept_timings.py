@@ -144,23 +144,44 @@ def read(what: str, model: nn.Module) -> tuple[object, str] | None:
     """(the kept figure, when it was timed), or None where nothing is kept for this machine and model."""
     if retime_asked():
         return None
-    entry = _read(_file()).get("entries", {}).get(f"{model_key(model)} {what}")
-    if not isinstance(entry, dict) or "value" not in entry:
+    entry = _get(f"{model_key(model)} {what}")
+    if entry is None:
         return None
     value = entry["value"]
     return (tuple(value) if isinstance(value, list) else value), str(entry.get("timed_at", ""))
 
 
 def write(what: str, model: nn.Module, value, timed_at: str) -> None:
-    """Keep a figure for this machine and model (merged into the file, which is replaced atomically, so
-    a reader never sees half of it; two writers at once can lose one entry, which is timed again)."""
+    """Keep a figure for this machine and model."""
+    _put(f"{model_key(model)} {what}", {"value": value, "timed_at": timed_at, "model": model_label(model)})
+
+
+def note_load_seconds(pair: str, seconds: float) -> None:
+    """How long loading `pair` (its target and drafter's names) took on this machine, for the next
+    start's estimate."""
+    _put(f"load {pair}", {"value": round(seconds, 1), "timed_at": now_iso()})
+
+
+def load_seconds(pair: str) -> float | None:
+    """The last load of `pair` on this machine, in seconds (None if never measured here)."""
+    entry = _get(f"load {pair}")
+    return float(entry["value"]) if entry is not None else None
+
+
+def _get(name: str) -> dict | None:
+    entry = _read(_file()).get("entries", {}).get(name)
+    return entry if isinstance(entry, dict) and "value" in entry else None
+
+
+def _put(name: str, entry: dict) -> None:
+    """Merge one entry into this machine's file, replaced atomically, so a reader never sees half of it
+    (two writers at once can lose one entry, which is then timed again)."""
     path = _file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         kept = _read(path)
         entries = kept.get("entries", {}) if isinstance(kept.get("entries"), dict) else {}
-        entries[f"{model_key(model)} {what}"] = {"value": value, "timed_at": timed_at,
-                                                  "model": model_label(model)}
+        entries[name] = entry
         handle, staging = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
         with os.fdopen(handle, "w") as stream:
             json.dump({"machine": machine_key(), "entries": entries}, stream, indent=1)

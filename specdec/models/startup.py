@@ -74,3 +74,13 @@ def forget_machine_timings() -> None:
     process (models already loaded keep their layouts until they are loaded again)."""
     kept_timings.forget()
     choice.forget_chosen()
+
+
+def note_load_seconds(pair: str, seconds: float) -> None:
+    """Keep how long loading `pair` took here, for the next start's estimate (kernels.kept_timings)."""
+    kept_timings.note_load_seconds(pair, seconds)
+
+
+def expected_load_seconds(pair: str) -> float | None:
+    """The last load of `pair` on this machine, in seconds; None if never measured here."""
+    return kept_timings.load_seconds(pair)
