@@ -262,7 +262,9 @@ def round_view() -> None:
     # Nothing may show the round's outcome before the stage that decides it (stage 3, the test): until
     # then the counters and the timeline stand where they stood before the Step.
     before_the_test = waiting_for_answer or (trace is not None and stage < 3)
-    if ui.presenter():  # the round first, in view after each Step; the totals under it
+    # The round first, in view after each Step, the totals under it: on a projector, and for a student
+    # asked about the round (the question sits under the drafts, not under a table and a chart).
+    if ui.presenter() or student.active():
         _round(trace, stage, waiting_for_answer)
         _counters(hide_current=before_the_test)
         _timeline(hide_current=before_the_test)
@@ -307,7 +309,8 @@ def _buttons(waiting_for_answer: bool) -> None:
 def _round(trace, stage: int, waiting_for_answer: bool) -> None:
     """The shown round at its stage: heading, stage picker, the drafts, the stage's view, the question."""
     if trace is None:
-        st.info("Press **Step** (or →) to run the first round, or **Play** to watch rounds go by.")
+        play = "" if student.active() else ", or **Play** to watch rounds go by"  # Play waits in student mode
+        st.info(f"Press **Step** (or →) to run the first round{play}.")
         return
     done = " · generation finished" if stepper.at_end else ""
     heading, stages = st.columns([2, 3], vertical_alignment="center") if ui.presenter() else (st, st)
@@ -317,10 +320,10 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
                                  label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
     labels = stepper.labels_for(trace)
     st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
-    STAGE_VIEWS[stage](stepper, trace, labels)
-    if waiting_for_answer:
+    if waiting_for_answer:  # the question right under the drafts it asks about
         student.question(trace, labels, greedy, on_reveal=_play_reveal)
-    elif stage >= 3:
+    STAGE_VIEWS[stage](stepper, trace, labels)
+    if not waiting_for_answer and stage >= 3:
         student.answer_box(trace, labels)
 
 

@@ -93,8 +93,9 @@ def question(trace, labels: dict[int, str], greedy: bool, on_reveal) -> None:
             st.caption("Temperature 0: a draft is kept exactly when it is the target's most likely token "
                        "(the argmax of p), and every draft after the first mismatch is discarded.")
         else:
-            st.caption("A draft x is kept with probability min(1, p(x)/q(x)), tested left to right; the "
-                       "first rejection discards every draft after it.")
+            st.caption("A draft x is kept with probability min(1, p(x)/q(x)): a uniform random number u "
+                       "in [0, 1) is drawn, and x is kept if u < min(1, p(x)/q(x)). Drafts are tested left "
+                       "to right; the first rejection discards every draft after it.")
         key = f"_ans_{id(st.session_state['stepper'])}_{trace.index}"
         if kind == TICK:
             st.pills("Drafts the target keeps", list(range(k)), selection_mode="multi", key=key,
@@ -138,7 +139,8 @@ def answer_box(trace, labels: dict[int, str]) -> None:
         sign = "" if mark.right is None else ("**✓ right**" if mark.right else "**✗ wrong**")
         why = mark.reason[:1].upper() + mark.reason[1:]
         lines.append(f"- {sign} draft {mark.position + 1} {token}{said}. {why}; "
-                     f"chance it survives: {mark.survival_probability:.2f}")
+                     f"chance it survives the round, the drafts before it included: "
+                     f"{mark.survival_probability:.2f}")
     (st.success if answer.right else st.warning)("\n".join(lines))
 
 

@@ -90,3 +90,19 @@ def test_playback_settings_survive_an_empty_prompt(tiny_pair_dirs):
     assert_clean(at)
     assert at.session_state["speed"] == "relaxed" and at.select_slider(key="w_speed").value == "relaxed"
     assert at.session_state["animate_stages"] is False and at.toggle(key="w_animate_stages").value is False
+
+
+def test_a_students_question_sits_under_the_drafts_above_everything_else(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS, gamma=3, seed=1, student=True)
+    assert not any("Play" in info.value for info in at.info)  # Play waits in student mode: not offered
+    for _ in range(3):
+        at.button(key="b_step").click().run()
+        if at.session_state["_awaiting"] is not None:
+            break
+    assert at.session_state["_awaiting"] is not None, "no round with drafts to ask about"
+    order = [(type(node).__name__, str(getattr(node, "value", ""))) for node in walk(at.main)]
+    asked = next(i for i, (_, value) in enumerate(order) if value.startswith("**Your turn.**"))
+    strip = next(i for i, (kind, value) in enumerate(order)
+                 if kind == "Markdown" and 'class="sd-line"' in value)
+    first_metric = next(i for i, (kind, _) in enumerate(order) if kind == "Metric")
+    assert strip < asked < first_metric, order

@@ -22,15 +22,16 @@ def test_reasons_come_from_the_rounds_numbers():
     rejected = hand_trace(uniforms=(0.05, 0.9, 0.3), num_accepted=1)
     answer = judge(rejected, predicted_kept=[True, True, False])
     reasons = [m.reason for m in answer.marks]
-    assert reasons[0] == "kept: p(x)=0.50 ≥ q(x)=0.10, so it is always accepted"
-    assert reasons[1] == "rejected: u=0.90 ≥ p/q=0.50 (kept with probability 0.50, not this time)"
+    assert reasons[0] == "kept once reached: p(x)=0.50 ≥ q(x)=0.10, so its test always passes"
+    assert reasons[1] == ("rejected: the uniform draw u=0.90 ≥ p/q=0.50 (kept with probability 0.50, "
+                          "not this time)")
     assert reasons[2].startswith("never tested: draft 2 was rejected first")
     assert [m.right for m in answer.marks] == [True, False, True] and answer.drafts_right == 2
     assert not answer.right and answer.kept_count == 1
     # A coin that came up "keep": draft 2 kept with u = 0.3 < 0.5.
     lucky = hand_trace(uniforms=(0.05, 0.3, 0.9), num_accepted=2)
     assert judge(lucky, [True, True, True]).marks[1].reason == (
-        "a coin flip: kept with probability 0.50, and this time it was (u=0.30 < 0.50)")
+        "a coin flip: kept with probability 0.50, and this time it was (the uniform draw u=0.30 < 0.50)")
 
 
 def test_survival_probability_multiplies_the_acceptances_before_it():

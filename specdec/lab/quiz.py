@@ -86,12 +86,14 @@ def reason(trace: RoundTrace, i: int, target_top: str | None = None) -> str:
         return f"rejected: the target's most likely token{top} is another one"
     u = trace.uniforms[i]
     if kept and p >= q:
-        return f"kept: p(x)={p:.2f} ≥ q(x)={q:.2f}, so it is always accepted"
+        return f"kept once reached: p(x)={p:.2f} ≥ q(x)={q:.2f}, so its test always passes"
     if kept:
-        return f"a coin flip: kept with probability {ratio:.2f}, and this time it was (u={u:.2f} < {ratio:.2f})"  # noqa: E501
+        return (f"a coin flip: kept with probability {ratio:.2f}, and this time it was (the uniform draw "
+                f"u={u:.2f} < {ratio:.2f})")  # fmt: skip
     if p == 0:
         return "rejected: p(x)=0, the target never writes this token here"
-    return f"rejected: u={u:.2f} ≥ p/q={ratio:.2f} (kept with probability {ratio:.2f}, not this time)"
+    return (f"rejected: the uniform draw u={u:.2f} ≥ p/q={ratio:.2f} (kept with probability {ratio:.2f}, "
+            "not this time)")  # fmt: skip
 
 
 def judge(
