@@ -130,11 +130,18 @@ def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
     results = st.session_state["_im_breakdown"]
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
     if st.button("Measure a round", key="b_breakdown"):
-        with st.spinner("timing rounds…"):
-            results[key] = {label: timing.round_breakdown(pair, prompt_ids, settings, detail)
-                            for label, detail in BREAKDOWNS.items()}
+        repeats = 3
+        runs = ((label, run) for label, detail in BREAKDOWNS.items()
+                for run in timing.breakdown_runs(pair, prompt_ids, settings, detail, repeats))  # fmt: skip
+        done = ui.run_with_progress(
+            runs, len(BREAKDOWNS) * repeats, lambda item: f"{item[0]}: a run of {item[1][0]} rounds timed",
+            stop_flag="_im_breakdown_stop", save=lambda items, finished: None, pace_key="round breakdown")
+        if len(done) == len(BREAKDOWNS) * repeats:
+            results[key] = {label: timing.per_round([run for kind, run in done if kind == label])
+                            for label in BREAKDOWNS}  # fmt: skip
     if key not in results:
-        st.info("Press **Measure a round**: three runs of the prompt with the sidebar's settings, each way.")
+        st.info("Press **Measure a round**: three runs of the prompt with the sidebar's settings, each way "
+                f"({ui.estimate_text('round breakdown', len(BREAKDOWNS) * 3)}).")
         return
     ui.chart(charts.round_breakdown_chart(results[key]))
     lean = results[key][LEAN]

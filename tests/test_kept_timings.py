@@ -19,6 +19,7 @@ def timings(tmp_path, monkeypatch):
     monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.setattr(kept_timings, "RECORDS", [])
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(kept_timings, "others_cores", lambda before: 0.0)  # the other test worker
     return tmp_path / "kept"
 
 
@@ -89,6 +90,23 @@ def test_a_timing_on_a_busy_machine_is_used_but_not_kept(tiny_target, timings, m
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     new_process(monkeypatch)
     assert ask(tiny_target, "rows", calls) == "rows" and calls == ["packed", "rows"]  # timed again
+
+
+def test_a_timing_beside_another_busy_process_is_not_kept(tiny_target, timings, monkeypatch):
+    """The load average lags a process that just started; the CPU other processes took does not."""
+    monkeypatch.setattr(kept_timings, "others_cores", lambda before: 1.0)
+    calls = []
+    assert ask(tiny_target, "packed", calls) == "packed"
+    assert [r.source for r in kept_timings.RECORDS] == [kept_timings.NOT_KEPT]
+    assert not list(timings.glob("*.json"))
+
+
+def test_other_processes_cpu_is_measured_not_this_ones():
+    before = kept_timings.cpu_seconds()
+    deadline = before[0] + 0.3
+    while kept_timings.cpu_seconds()[0] < deadline:  # this process busy: not counted as another's
+        pass
+    assert 0.0 <= kept_timings.others_cores(before) < 2.5
 
 
 def test_retime_times_afresh_and_replaces_what_was_kept(tiny_target, timings, monkeypatch):

@@ -7,8 +7,9 @@ and the model (its config, dtype and a fingerprint of its weights). Those make t
 key matches reads the figures in milliseconds; one whose key differs (another CPU, a new torch, a
 changed kernel) times afresh and writes its own entry beside the others.
 
-A timing taken while the machine was busy (the load average above the core count, before or after)
-stands for a busy machine, not for this one: it is used by the process that took it and not kept.
+A timing taken while the machine was busy (the load average above the core count before or after, or
+other processes keeping more than OTHERS_BUSY_CORES of the CPUs busy meanwhile) stands for a busy
+machine, not for this one: it is used by the process that took it and not kept.
 SPECDEC_RETIME=1 (the CLI's --retime) times afresh and replaces what was kept. The entries live in
 `machine-timings/` in the cache folder (~/.cache/specdec or $SPECDEC_CACHE), or in $SPECDEC_TIMINGS.
 """
@@ -113,9 +114,36 @@ def model_label(model: nn.Module) -> str:
     return Path(path).name or type(model).__name__
 
 
+# Other processes' share of the CPUs during a timing, in cores, above which it is not kept: a timing
+# taken beside another busy process prices passes for a machine that is not this one (and the load
+# average, a minute's mean, lags a process that just started).
+OTHERS_BUSY_CORES = 0.3
+
+
 def busy() -> bool:
     """Whether the machine is busier than its cores: the 1-minute load average above the core count."""
     return os.getloadavg()[0] > (os.cpu_count() or 1)
+
+
+def cpu_seconds() -> tuple[float, float, float]:
+    """(now, CPU seconds every process has used, CPU seconds this process has used), for
+    `others_cores` (zeros where /proc/stat cannot be read)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0, 0.0
+    every = (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+    times = os.times()
+    return times.elapsed, every, times.user + times.system
+
+
+def others_cores(before: tuple[float, float, float]) -> float:
+    """How many cores other processes kept busy, on average, since `before` (cpu_seconds())."""
+    after = cpu_seconds()
+    wall = after[0] - before[0]
+    if wall <= 0:
+        return 0.0
+    return max(0.0, (after[1] - before[1]) - (after[2] - before[2])) / wall
 
 
 def retime_asked() -> bool:

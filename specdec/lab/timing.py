@@ -282,19 +282,35 @@ def round_breakdown(pair: ModelPair, prompt_ids: list[int], settings: Settings, 
     """Where a round's time goes: milliseconds per round in each stage of the loop (core.rounds),
     plus "other" (the loop itself), over `repeats` whole runs. `detail`: with the top-token tables
     the round view shows (its trace stage), or lean as bench and races run."""
-    totals: dict[str, float] = {}
-    rounds_run, wall = 0, 0.0
+    return per_round(list(breakdown_runs(pair, prompt_ids, settings, detail, repeats, lock)))
+
+
+def breakdown_runs(pair: ModelPair, prompt_ids: list[int], settings: Settings, detail: bool,
+                   repeats: int = 3, lock=MODEL_LOCK) -> Iterator[tuple[int, float, dict[str, float]]]:
+    """round_breakdown's runs one by one, as (rounds, seconds in all, seconds per stage of the loop),
+    so a page can show progress between them."""
     for _ in range(repeats):
+        rounds_run, wall = 0, 0.0
         with stopwatch.measuring() as seconds:
             for _trace, step_seconds in locked_steps(rounds(pair, prompt_ids, settings, detail=detail), lock):
                 rounds_run += 1
                 wall += step_seconds
-        for name, value in seconds.items():
+        yield rounds_run, wall, dict(seconds)
+
+
+def per_round(runs: list[tuple[int, float, dict[str, float]]]) -> dict[str, float]:
+    """Milliseconds per round in each stage, and "other", over the runs of breakdown_runs."""
+    totals: dict[str, float] = {}
+    rounds_run = sum(count for count, _, _ in runs)
+    wall = sum(seconds for _, seconds, _ in runs)
+    for _, _, stages in runs:
+        for name, value in stages.items():
             totals[name] = totals.get(name, 0.0) + value
     wall -= totals.pop(PREFILL, 0.0)  # once per run, not per round
-    per_round = {name: 1000 * value / rounds_run for name, value in totals.items()}
-    per_round["other"] = max(0.0, 1000 * wall / rounds_run - sum(per_round.values()))
-    return per_round
+    rounds_run = max(rounds_run, 1)
+    per_stage = {name: 1000 * value / rounds_run for name, value in totals.items()}
+    per_stage["other"] = max(0.0, 1000 * wall / rounds_run - sum(per_stage.values()))
+    return per_stage
 
 
 def device_name(pair: ModelPair) -> str:
