@@ -86,9 +86,10 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
                              batching.class_steps(settings, run["sizes"], run["cost"]), describe, "_bc_stop",
                              save, weights[chosen], draw=lambda items: live(items, len(items)),
                              pace_key=pace)  # fmt: skip
-    note.caption(f"**Decode the class** is the quick run: {plan_words(runs['quick'])} "
-                 f"({ui.estimate_text(pace, sum(weights['quick']))}). The full run: "
-                 f"{plan_words(runs['full'])} ({ui.estimate_text(pace, sum(weights['full']))}).")  # fmt: skip
+    ui.note(f"**Decode the class** is the quick run: {plan_words(runs['quick'])} "
+            f"({ui.estimate_text(pace, sum(weights['quick']))}). The full run: "
+            f"{plan_words(runs['full'])} ({ui.estimate_text(pace, sum(weights['full']))}).",
+            container=note)  # fmt: skip
     return results.get(key)
 
 

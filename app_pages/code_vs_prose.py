@@ -91,7 +91,7 @@ def run_sets(pair: ModelPair, sets: dict[str, list[str]], settings: Settings) ->
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
     if key not in results:
-        st.caption(f"{count} prompt(s) of {settings.max_new_tokens} new tokens each, both ways: "
+        ui.note(f"{count} prompt(s) of {settings.max_new_tokens} new tokens each, both ways: "
                    f"{ui.estimate_text(pace, count * settings.max_new_tokens)}.")  # fmt: skip
     return results.get(key)
 

@@ -115,9 +115,10 @@ def sampled_outcomes(pair: ModelPair) -> None:
             lambda tallies, finished: results.__setitem__(key, (tallies[-1], finished)),
             draw=lambda tallies: live_tally(pair, tallies[-1], exact, planned), pace_key=pace,
         )  # fmt: skip
-    note.caption(f"**Sample both ways** is the quick run: {quick} samples of each kind "
-                 f"({ui.estimate_text(pace, quick)}). The full run takes {samples} of each "
-                 f"({ui.estimate_text(pace, samples)}) and resolves smaller differences.")  # fmt: skip
+    ui.note(f"**Sample both ways** is the quick run: {quick} samples of each kind "
+            f"({ui.estimate_text(pace, quick)}). The full run takes {samples} of each "
+            f"({ui.estimate_text(pace, samples)}) and resolves smaller differences.",
+            container=note)  # fmt: skip
     if key not in results:
         st.info("Press **Sample both ways**.")
         return

@@ -54,7 +54,7 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
         "with its own random draws. How far apart the target's halves fall (the TV of 95 % of re-splits "
         "of their outcomes stays inside it) is the **noise band**: what sampling alone gives."
     )
-    st.caption(f"Prompt: {prompt[:100]!r}")
+    ui.note(f"Prompt: {prompt[:100]!r}")
     cols = st.columns(4)
     samples = int(cols[0].number_input("Samples of each kind", 10, 2000, DEFAULT_SAMPLES, step=10,
                                        key="_rt_samples"))  # fmt: skip

@@ -188,7 +188,7 @@ st.session_state.setdefault("_sp_sweeps", {})  # run key -> (γ sweep rows, fini
 intro()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, st.session_state["_sp_prompt"])
-st.caption(f"Drafter: **{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
+ui.note(f"Drafter: **{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
            f"{settings.sampling.temperature:g} · up to {settings.max_new_tokens} tokens "
            "(sidebar)")  # fmt: skip
 race_clicked, sweep_clicked = controls()

@@ -126,6 +126,12 @@ def quick_full_buttons(quick: tuple[str, str], full: tuple[str, str], stop_key: 
     return chosen
 
 
+def note(text: str, container=st) -> None:
+    """A line the class needs even on a projector (an estimate, the prompt used, the settings): a
+    caption, and in presenter mode, which hides captions, a line of body text."""
+    (container.markdown if presenter() else container.caption)(text)
+
+
 def chart(figure, key: str | None = None, container=st) -> None:
     """A Plotly figure with the app's one chart configuration; in presenter mode, its text larger."""
     container.plotly_chart(for_projector(figure) if presenter() else figure, config=CHART_CONFIG, key=key)
