@@ -25,12 +25,13 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
         floor = settings.draft_threshold if k else 0.0  # the first draft's drafting step is already paid
         price = (f"{floor:.2f} for drafting it and {threshold - floor:.2f} for what it adds to the "
                  f"target's pass on this machine" if threshold - floor >= 0.005 else "the drafting step")
-        then = (f"so the drafter stopped after {k} and the target takes over." if k else
+        then = (f"so the drafter stopped after {k}, and the target takes over." if k else
                 "so nothing was drafted: this round is a plain step of the target.")
-        return (f"Adaptive length: one more draft would have brought the chance that every draft "
-                f"survives (the product of the draft's top probabilities) to "
-                f"**{trace.stop_confidence:.2f}**, below what it costs, **{threshold:.2f}** ({price}), "
-                f"and the drafts after it would not have paid that back, {then}")  # fmt: skip
+        # Short sentences: the round view reads this to a class.
+        return (f"Adaptive length. One more draft would have brought the chance that every draft "
+                f"survives to **{trace.stop_confidence:.2f}**. That is below what it costs, "
+                f"**{threshold:.2f}** ({price}). The drafts after it would not have paid that back, "
+                f"{then}")  # fmt: skip
     if trace.draft_stop == STOP_BUDGET:
         return f"The token budget leaves room for {k} draft(s) and the target's own token."
     if trace.draft_stop == STOP_NO_MATCH:
