@@ -239,6 +239,9 @@ def start_replicas(replicas: list[Replica], log_dir: Path, streamlit_args: list[
         if dead or time.monotonic() > deadline:
             return f"replica(s) {', '.join(dead) or 'all'} did not start; see {log_dir}"
         time.sleep(0.5)
+    for replica in replicas:  # each loads its models now, not when its first student arrives
+        subprocess.Popen([sys.executable, str(ROOT / "scripts" / "warm_server.py"), "--server.port",
+                          str(replica.port)], start_new_session=True)  # fmt: skip
     return None
 
 
