@@ -18,7 +18,6 @@ def timings(tmp_path, monkeypatch):
     monkeypatch.delenv("SPECDEC_RETIME", raising=False)
     monkeypatch.setattr(choice, "_CHOSEN", {})
     monkeypatch.setattr(kept_timings, "RECORDS", [])
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(kept_timings, "others_cores", lambda before: 0.0)  # the other test worker
     return tmp_path / "kept"
 
@@ -81,24 +80,15 @@ def test_another_model_of_the_same_shape_times_afresh(tiny_target, timings, monk
 
 
 def test_a_timing_on_a_busy_machine_is_used_but_not_kept(tiny_target, timings, monkeypatch):
-    monkeypatch.setattr(os, "getloadavg", lambda: (os.cpu_count() + 1.0, 0.0, 0.0))
+    monkeypatch.setattr(kept_timings, "others_cores", lambda before: 1.0)  # another process on a core
     calls = []
     assert ask(tiny_target, "packed", calls) == "packed"
     assert [r.source for r in kept_timings.RECORDS] == [kept_timings.NOT_KEPT]
     assert "not kept" in kept_timings.summary()
     assert not list(timings.glob("*.json"))
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(kept_timings, "others_cores", lambda before: 0.0)
     new_process(monkeypatch)
     assert ask(tiny_target, "rows", calls) == "rows" and calls == ["packed", "rows"]  # timed again
-
-
-def test_a_timing_beside_another_busy_process_is_not_kept(tiny_target, timings, monkeypatch):
-    """The load average lags a process that just started; the CPU other processes took does not."""
-    monkeypatch.setattr(kept_timings, "others_cores", lambda before: 1.0)
-    calls = []
-    assert ask(tiny_target, "packed", calls) == "packed"
-    assert [r.source for r in kept_timings.RECORDS] == [kept_timings.NOT_KEPT]
-    assert not list(timings.glob("*.json"))
 
 
 def test_other_processes_cpu_is_measured_not_this_ones():

@@ -103,10 +103,10 @@ def once(what: str, model: nn.Module, decide):
         _CHOSEN[key], timed_at = kept
         kept_timings.RECORDS.append(kept_timings.TimingRecord(what, label, kept_timings.READ, timed_at, 0.0))
         return _CHOSEN[key]
-    busy_before, started, cpu = kept_timings.busy(), now(), kept_timings.cpu_seconds()
+    started, cpu = now(), kept_timings.cpu_seconds()
     _CHOSEN[key] = decide()
     seconds, timed_at = now() - started, kept_timings.now_iso()
-    if busy_before or kept_timings.busy() or kept_timings.others_cores(cpu) > kept_timings.OTHERS_BUSY_CORES:
+    if kept_timings.others_cores(cpu) > kept_timings.OTHERS_BUSY_CORES:
         source = kept_timings.NOT_KEPT
     else:
         source = kept_timings.TIMED_NOW

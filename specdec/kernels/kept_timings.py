@@ -7,9 +7,9 @@ and the model (its config, dtype and a fingerprint of its weights). Those make t
 key matches reads the figures in milliseconds; one whose key differs (another CPU, a new torch, a
 changed kernel) times afresh and writes its own entry beside the others.
 
-A timing taken while the machine was busy (the load average above the core count before or after, or
-other processes keeping more than OTHERS_BUSY_CORES of the CPUs busy meanwhile) stands for a busy
-machine, not for this one: it is used by the process that took it and not kept.
+A timing taken while the machine was busy (other processes keeping more than OTHERS_BUSY_CORES of the
+CPUs busy meanwhile) stands for a busy machine, not for this one: it is used by the process that took
+it and not kept.
 SPECDEC_RETIME=1 (the CLI's --retime) times afresh and replaces what was kept. The entries live in
 `machine-timings/` in the cache folder (~/.cache/specdec or $SPECDEC_CACHE), or in $SPECDEC_TIMINGS.
 """
@@ -115,14 +115,10 @@ def model_label(model: nn.Module) -> str:
 
 
 # Other processes' share of the CPUs during a timing, in cores, above which it is not kept: a timing
-# taken beside another busy process prices passes for a machine that is not this one (and the load
-# average, a minute's mean, lags a process that just started).
+# taken beside another busy process prices passes for a machine that is not this one. (Not the load
+# average: a minute's mean, it lags a process that just started, and it counts the timing's own threads,
+# which alone bring a 2-core machine to its core count.)
 OTHERS_BUSY_CORES = 0.3
-
-
-def busy() -> bool:
-    """Whether the machine is busier than its cores: the 1-minute load average above the core count."""
-    return os.getloadavg()[0] > (os.cpu_count() or 1)
 
 
 def cpu_seconds() -> tuple[float, float, float]:
