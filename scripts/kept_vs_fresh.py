@@ -46,23 +46,28 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--max-new-tokens", type=int, default=Settings().max_new_tokens)
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
+    parser.add_argument("--fresh-first", action="store_true", help="load the freshly timed copy first (the "
+                        "order of the two loads, checked apart from where the figures came from)")
+    parser.add_argument("--prompt-set", action="append", type=Path, help="default: every held-out set")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     settings = replace(Settings(max_new_tokens=args.max_new_tokens),
                        sampling=replace(Settings().sampling, temperature=args.temperature))
     pairs = {}
-    for name, fresh in (("kept", False), ("fresh", True)):
+    order = (("fresh", True), ("kept", False)) if args.fresh_first else (("kept", False), ("fresh", True))
+    for name, fresh in order:
         pair, source = load(fresh)
         pairs[name] = pair
         print(f"{name}: figures {source}; target layout {layout_of(pair.target.model)}, pass costs "
-              f"{[round(c, 2) for c in pair.target.pass_costs]}", file=sys.stderr, flush=True)
+              f"{[round(c, 2) for c in pair.target.pass_costs]}; draft {pair.draft.describe()}",
+              file=sys.stderr, flush=True)  # fmt: skip
     speculative = replace(Method("speculative", SPECULATIVE, default_drafter(BUNDLED_TARGET)), adaptive=True)
     methods = [(name, method) for name in pairs for method in (Method(TARGET_ONLY, TARGET_ONLY), speculative)]
     for name, method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
         warm_up = pairs[name].encode_prompt("Hello", True, 8)
         _run(method, pairs[name], warm_up, replace(settings, max_new_tokens=8))
     report = {"cpu": cpu_description(), "temperature": args.temperature, "sets": {}}
-    for set_name, prompts in load_prompt_sets(None).items():
+    for set_name, prompts in load_prompt_sets(args.prompt_set).items():
         tokens = {(n, m.kind): 0 for n, m in methods}
         seconds = {(n, m.kind): 0.0 for n, m in methods}
         for index, prompt in enumerate(prompts * args.repeats):
