@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from local_app import CHROMIUM, CHROMIUM_ARGS, app_server  # noqa: E402 - this folder's helper
 
-STEP_BUTTON = ".st-key-b_step button"
+STEP_BUTTON = ".st-key-b_step button"  # drawn twice with a shortcut (one copy hidden): take .first
 MENU = '[data-testid="stSidebarNav"] a'
 
 
@@ -40,7 +40,7 @@ def one_cold_start(log: Path, visit_after: float) -> dict:
         page.goto(f"{app.url}/rounds?animate=false")
         page.locator(MENU).first.wait_for(timeout=300_000)
         menu = time.monotonic() - started
-        step = page.locator(STEP_BUTTON)
+        step = page.locator(STEP_BUTTON).first
         step.wait_for(timeout=300_000)
         page.wait_for_function(f"() => !document.querySelector('{STEP_BUTTON}').disabled", timeout=300_000)
         usable = time.monotonic() - started

@@ -36,7 +36,7 @@ from local_app import CHROMIUM, CHROMIUM_ARGS, app_server  # noqa: E402 - this f
 ROUND_SHOWN_TIMEOUT_MS = 120_000
 FIRST_PAGE_TIMEOUT_MS = 600_000  # a cold server loads the models (on a busy machine, minutes)
 # The Step button by its key: a name match ("Step") can meet a second button while a page loads.
-STEP_BUTTON = ".st-key-b_step button"
+STEP_BUTTON = ".st-key-b_step button"  # drawn twice with a shortcut (one copy hidden): take .first
 # Click Step and time, on the page's own clock, until the heading of round `number` is in the page:
 # what a student waits for, without the test driver's own overhead in the number.
 CLICK_AND_TIME = """(number) => new Promise((resolve, reject) => {
@@ -86,7 +86,7 @@ async def run_session(browser, url: str, clicks: int, params: dict[str, str],
     page.set_default_timeout(ROUND_SHOWN_TIMEOUT_MS)
     try:
         await page.goto(f"{url}/rounds?{urlencode(params)}")
-        step = page.locator(STEP_BUTTON)
+        step = page.locator(STEP_BUTTON).first
         await step.wait_for()
         await _idle(page)
         if await page.get_by_role("switch", name="Animate stages").is_checked():
@@ -136,7 +136,7 @@ async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int
     start = time.perf_counter()
     try:
         await page.goto(f"{url}/rounds?{urlencode(params | {'prompt': text})}")
-        await page.locator(STEP_BUTTON).wait_for()
+        await page.locator(STEP_BUTTON).first.wait_for()
         await _idle(page)
         return time.perf_counter() - start
     finally:
@@ -283,7 +283,7 @@ async def warm_up(url: str, params: dict[str, str]) -> float:
             page = await browser.new_page()
             page.set_default_timeout(FIRST_PAGE_TIMEOUT_MS)
             await page.goto(f"{url}/rounds?{urlencode(params)}")
-            await page.locator(STEP_BUTTON).wait_for()
+            await page.locator(STEP_BUTTON).first.wait_for()
             await _idle(page)
             await page.evaluate(CLICK_AND_TIME, 1)
         finally:

@@ -28,7 +28,7 @@ from local_app import CHROMIUM, CHROMIUM_ARGS, ERROR, ROOT, app_server, timed_cl
 
 IMAGES = ROOT / "docs" / "images"
 LOAD_TIMEOUT_MS = 600_000  # a first start converts the model; a busy machine takes longer
-STEP_BUTTON = ".st-key-b_step button"
+STEP_BUTTON = ".st-key-b_step button"  # drawn twice with a shortcut (one copy hidden): take .first
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def three_rounds_at_stage_3(page, url: str, view: View, **link: str) -> None:
         page.get_by_text("Animate stages").click()
         wait_idle(page)
     for number in range(1, 4):
-        page.locator(STEP_BUTTON).click()
+        page.locator(STEP_BUTTON).first.click()
         page.get_by_text(f"Round {number} of").first.wait_for(timeout=LOAD_TIMEOUT_MS)
         wait_idle(page)
     page.get_by_role("radio", name="3 · Accept?", exact=True).click()
@@ -144,7 +144,7 @@ def home(page, url: str) -> Path:
 
 def rounds(page, url: str) -> Path:
     three_rounds_at_stage_3(page, url, PRESENTER)
-    page.locator(STEP_BUTTON).evaluate("button => button.scrollIntoView()")  # the buttons on top
+    page.locator(STEP_BUTTON).first.evaluate("button => button.scrollIntoView()")  # the buttons on top
     page.wait_for_timeout(500)
     return save(page, PRESENTER, "2-rounds.png")
 

@@ -69,14 +69,14 @@ def number(pattern: str, text: str) -> float:
 def test_round_by_round_shows_a_rejection_within_three_steps_and_counts_what_the_trace_holds(app):
     url, page = app
     page.goto(f"{url}/rounds")
-    page.locator(STEP).wait_for(timeout=COLD_SERVER_MS)
+    page.locator(STEP).first.wait_for(timeout=COLD_SERVER_MS)
     wait_idle(page)
     if page.get_by_role("switch", name="Animate stages").is_checked():  # each Step shows its stage 5
         page.get_by_text("Animate stages").click()
         wait_idle(page)
     rejected_in = []
     for count in range(1, 4):
-        page.locator(STEP).click()
+        page.locator(STEP).first.click()
         page.get_by_text(f"Round {count} of").wait_for(timeout=RUN_MS)
         wait_idle(page)
         if page.locator(".sd-reject").count():  # the round's strip crosses out its first rejected draft
