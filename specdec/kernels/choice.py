@@ -221,7 +221,13 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
     return split_layout(few, many, many_from)
 
 
-def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = 4) -> tuple[float, ...]:
+# Sweeps over the pass sizes when their costs are timed. The costs are kept per machine, and a timing's
+# noise with them, which code's long drafts feel (docs/LOG.md, "Start in seconds"): eight sweeps, paid
+# once a machine.
+COST_SWEEPS = 8
+
+
+def pass_costs(model: nn.Module, max_tokens: int, sweeps: int = COST_SWEEPS) -> tuple[float, ...]:
     """What a decoding pass over 1, 2, ..., `max_tokens` new tokens costs on this machine, in passes
     over one token, in the model's layout(s); timed once per machine and model (kept_timings). What a
     draft adds to its verification pass is read off it (core.drafters.stop_thresholds).
