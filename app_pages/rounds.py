@@ -310,7 +310,7 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
     """The shown round at its stage: heading, stage picker, the drafts, the stage's view, the question."""
     if trace is None:
         play = "" if student.active() else ", or **Play** to watch rounds go by"  # Play waits in student mode
-        st.info(f"Press **Step** (or →) to run the first round{play}.")
+        st.info(f"Press **Step** to run the first round{play}. (→ steps too, ← goes back.)")
         return
     done = " · generation finished" if stepper.at_end else ""
     heading, stages = st.columns([2, 3], vertical_alignment="center") if ui.presenter() else (st, st)
