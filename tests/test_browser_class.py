@@ -89,8 +89,10 @@ def open_student(browser, base: str, number: int):
 
 
 def click_step(page, number: int, load_test) -> None:
-    """One click on Step, then round `number` must be shown (no retry: rounds = clicks)."""
+    """One click on Step, then round `number` must be shown (no retry: rounds = clicks), to its last
+    stage: the counters count a round from its test on (a fresh page animates its stages)."""
     page.evaluate(load_test.CLICK_AND_TIME, number)
+    page.get_by_role("radio", name="5 · Output", checked=True).wait_for(timeout=60_000)
     wait_idle(page)
 
 
