@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import urllib.request
+from pathlib import Path
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.asyncio.client import connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from local_app import healthy  # noqa: E402 - this folder's helper
 
 WAIT_FOR_SERVER_S = 120
 WAIT_FOR_RUN_S = 300
@@ -42,14 +45,6 @@ def server_url(argv: list[str]) -> str:
     return f"http://{host}:{options.get('server.port', '8501')}" + (f"/{base}" if base else "")
 
 
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-            return reply.read() == b"ok"
-    except OSError:
-        return False
-
-
 async def run_once(url: str) -> None:
     """One session: the frame's script runs to its end (it starts the models' load), then it closes."""
     async with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
@@ -69,7 +64,7 @@ async def run_once(url: str) -> None:
 def main() -> None:
     url = server_url(sys.argv[1:])
     started = time.monotonic()
-    while not answers(url):
+    while not healthy(url):
         if time.monotonic() - started > WAIT_FOR_SERVER_S:
             print(f"warm_server: {url} did not answer; the first visitor will load the models",
                   file=sys.stderr)  # fmt: skip

@@ -59,6 +59,22 @@ def tiny_pair_dirs(tmp_path_factory):
     }
 
 
+TINY_PROMPT = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_pair_dirs):
+    """The tiny target with its tiny draft (a module's own `pair` fixture, where it has one, wins)."""
+    from specdec.models.pair import ModelPair
+
+    return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair):
+    return pair.encode_prompt(TINY_PROMPT, False, 16)
+
+
 @pytest.fixture(scope="session")
 def vocab(tokenizer):
     return len(tokenizer)

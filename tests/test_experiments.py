@@ -11,17 +11,7 @@ from specdec.lab import timing as ex
 from specdec.lab.stats import tv_distance
 from specdec.models.pair import ModelPair
 
-PROMPT = "def add(a, b):\n    return a + b\n"
-
-
-@pytest.fixture(scope="module")
-def pair(tiny_pair_dirs):
-    return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
-
-
-@pytest.fixture(scope="module")
-def prompt_ids(pair):
-    return pair.encode_prompt(PROMPT, False, 16)
+PROMPT = "def add(a, b):\n    return a + b\n"  # the prompt of the `prompt_ids` fixture (conftest)
 
 
 def test_race_interleaves_and_both_finish(pair, prompt_ids):

@@ -6,19 +6,6 @@ import pytest
 from specdec.config import SamplingConfig, Settings
 from specdec.lab import charts, guarantee
 from specdec.lab.stats import wilson_interval
-from specdec.models.pair import ModelPair
-
-PROMPT = "def add(a, b):\n    return a + b\n"
-
-
-@pytest.fixture(scope="module")
-def pair(tiny_pair_dirs):
-    return ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
-
-
-@pytest.fixture(scope="module")
-def prompt_ids(pair):
-    return pair.encode_prompt(PROMPT, False, 16)
 
 
 @pytest.mark.parametrize("num_tokens", [1, 2])
