@@ -92,10 +92,19 @@ def scroll_to(page, locator, up: int) -> None:
 
 
 def three_rounds_at_stage_3(page, url: str, view: View, **link: str) -> None:
-    """The round view, animation off, three Steps, then the third round's acceptance test."""
-    open_page(page, url, view, "rounds", "Animate stages", **link)
-    if page.get_by_role("switch", name="Animate stages").is_checked():
-        page.get_by_text("Animate stages").click()
+    """The round view, animation and one stage per click off, three Steps, then the third round's
+    acceptance test."""
+    open_page(page, url, view, "rounds", "Step", **link)
+    folded = page.get_by_text("Prompt and playback", exact=True)  # presenter mode folds the inputs away
+    if folded.count():
+        folded.click()
+        wait_idle(page)
+    for switch in ("Animate stages", "One stage per click"):  # each Step shows a whole round
+        if page.get_by_role("switch", name=switch).is_checked():
+            page.get_by_text(switch, exact=True).click()
+            wait_idle(page)
+    if folded.count():
+        folded.click()
         wait_idle(page)
     for number in range(1, 4):
         page.locator(STEP_BUTTON).first.click()
