@@ -2,6 +2,7 @@
 
 The package, layer by layer (each imports only from the layers above it in this list):
     errors.py, paths.py, config.py   one exception type; bundled names; every default and limit
+    model_names.py   model and drafter names checked before anything loads (no torch)
     core/       the lesson: sampling warp, acceptance rule, records, cached model, feature head, drafters,
                 round loop, metrics and the expected speed-up
     kernels/    the CPU's speed machinery: matrix layouts, int8 drafts, steps by hand, pass-cost timing

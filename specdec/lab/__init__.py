@@ -11,6 +11,8 @@
     links.py      shared links: settings read from a URL, every change said
     serving.py    which models a shared server may load, and loads that failed
     guarantee.py  the rule on toy distributions, sampled outcomes, greedy equality
-    stats.py      total-variation distance and a chi-square test
+    stats.py      total-variation distance, a chi-square test, Wilson intervals
+    numbers.py    figures in 2-3 significant digits, p-values as a page writes them
+    prompt_kinds.py  code vs prose in words: kinds of text, the quiz and its feedback
     charts/       pure chart builders, one module per page: records in, figures out
 """

@@ -5,4 +5,5 @@
                  target's)
     pair.py      a target with its drafter, loaded once and shared read-only; prompts in and out
     runs.py      one run = one pair, one prompt, one Settings, one seed: the API the CLI and app use
+    startup.py   where a start goes: imports, loading, the machine's timings, the first token
 """
