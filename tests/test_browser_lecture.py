@@ -58,3 +58,53 @@ def test_each_stage_of_four_rounds_is_in_view_and_counted_only_after_its_test(ti
         page.keyboard.press("ArrowLeft")  # ← goes back a stage
         wait_idle(page)
         assert page.evaluate(STAGE_VIEW_END)["stage"].startswith("4")
+
+
+def test_a_students_question_is_in_view_and_settings_survive_an_empty_prompt(tiny_pair_dirs):
+    """At 1440×900 a student's question sits under the drafts, on screen without scrolling; the
+    playback speed and the animation switch survive an empty prompt and its restoring; presenter mode
+    keeps the settings line of Live speed-up (a caption elsewhere)."""
+    env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
+           "SPECDEC_CHAT": "0"}  # fmt: skip
+    with streamlit_server(env) as base, browser_page(900) as page:
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.goto(f"{base}/rounds?student=1&question=tick&hint=p&gamma=4&seed=3&prompt=def%20add(a,%20b):")
+        page.locator(".st-key-b_step button").first.wait_for()
+        wait_idle(page)
+        assert "Play" not in page.locator('[data-testid="stAlert"]').first.inner_text()
+        for _ in range(4):
+            page.keyboard.press("ArrowRight")
+            wait_idle(page)
+            if page.get_by_text("Your turn.").count():
+                break
+        question = page.get_by_text("Your turn.").first
+        box = question.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900, box  # in view, no scroll
+        assert page.evaluate("() => window.scrollY") == 0
+
+        # Playback settings: "relaxed", animation on (a lost setting fell back to "slow" and off); an
+        # empty prompt stops the page; the prompt comes back.
+        page.goto(f"{base}/rounds?gamma=4&seed=3&prompt=def%20add(a,%20b):")
+        page.locator(".st-key-b_step button").first.wait_for()
+        wait_idle(page)
+        assert page.get_by_role("switch", name="Animate stages").is_checked()
+        slider = page.locator(".st-key-w_speed").get_by_role("slider")
+        slider.focus()
+        page.keyboard.press("Home")
+        page.keyboard.press("ArrowRight")  # slow, relaxed, normal: the middle one
+        wait_idle(page)
+        assert page.get_by_text("speed: relaxed").count() == 1
+        prompt = page.get_by_label("Prompt (changing it starts a fresh run)")
+        prompt.fill("")
+        prompt.press("Control+Enter")
+        page.get_by_text("the prompt is empty").first.wait_for()
+        prompt.fill("def add(a, b):")
+        prompt.press("Control+Enter")
+        page.locator(".st-key-b_step button").first.wait_for()
+        wait_idle(page)
+        assert page.get_by_role("switch", name="Animate stages").is_checked()
+        assert page.get_by_text("speed: relaxed").count() == 1
+
+        page.goto(f"{base}/speedup?presenter=1")
+        page.get_by_text("Drafter:").first.wait_for()
+        assert page.get_by_text("Drafter:").first.is_visible()
