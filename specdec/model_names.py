@@ -51,7 +51,8 @@ def check_model_name(name: str, role: str = "model") -> None:
     bundled = BUNDLED_DRAFTERS + (BUNDLED_TARGET,) if role != "target" else BUNDLED_MODELS
     path = Path(name).expanduser()
     if name.startswith(BUNDLED_PREFIX):
-        problem = None if name in bundled else f"no such bundled model ({', '.join(bundled)} are)"
+        shipped = ", ".join(bundled)
+        problem = None if name in bundled else f"no such bundled model; the bundled ones: {shipped}"
     elif path.exists():
         problem = None if path.is_dir() else "it is a file: give the model's folder"
     elif path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
