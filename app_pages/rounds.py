@@ -62,7 +62,7 @@ ready = [
 if "_prompt_w" in state and state["_prompt_w"] != state["prompt"]:
     state["_prompt_w"] = state["prompt"]  # set elsewhere (a ready prompt, a link): the box shows it
 # On a projector the class looks at the round, not the controls: they fold into an expander.
-inputs = st.expander("Prompt and playback", expanded=False) if ui.presenter() else st.container()
+inputs = ui.inputs_box("Prompt and playback")
 left, right = inputs.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
                 placeholder="code, prose or copy-heavy…")  # fmt: skip

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages import ui
+from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.lab import charts, timing
@@ -27,8 +28,10 @@ def intro() -> None:
         "turns pass by pass, the one that has used less compute going next, so both stream as if on two "
         "identical machines."
     )
-    st.text_area("Prompt", value=st.session_state["_sp_prompt"], key="_sp_prompt", height=80,
-                 max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+    shown = st.session_state["_sp_prompt"].strip().splitlines()[:1] or [""]
+    with ui.inputs_box(f"Prompt: {md_escape(shown[0][:70])}"):  # untrusted text in a label
+        st.text_area("Prompt", value=st.session_state["_sp_prompt"], key="_sp_prompt", height=80,
+                     max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
 
 
 def show_lanes(boxes, pair: ModelPair, spec, plain) -> None:

@@ -126,6 +126,12 @@ def quick_full_buttons(quick: tuple[str, str], full: tuple[str, str], stop_key: 
     return chosen
 
 
+def inputs_box(label: str):
+    """Where a page's inputs go: in presenter mode folded into an expander named `label` (the class looks
+    at the result, not the controls), elsewhere in the page as they are."""
+    return st.expander(label, expanded=False) if presenter() else st.container()
+
+
 def note(text: str, container=st) -> None:
     """A line the class needs even on a projector (an estimate, the prompt used, the settings): a
     caption, and in presenter mode, which hides captions, a line of body text."""

@@ -6,6 +6,7 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import ui
+from app_pages.student import md_escape
 from specdec.config import Settings
 from specdec.errors import SpecDecError
 from specdec.lab import charts, timing
@@ -67,12 +68,14 @@ def choose_prompt() -> str:
         if st.session_state.get("_va_pick") is not None:
             st.session_state["_va_prompt"] = prompts[st.session_state["_va_pick"]]
 
-    st.selectbox(
-        "Copy-heavy prompts", range(len(prompts)), format_func=lambda i: prompts[i][:90], index=None,
-        key="_va_pick", on_change=use_prompt, placeholder="pick one, or edit below",
-    )  # fmt: skip
-    st.text_area("Prompt", value=st.session_state["_va_prompt"], key="_va_prompt", height=110,
-                 max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+    shown = st.session_state["_va_prompt"].strip().splitlines()[:1] or [""]
+    with ui.inputs_box(f"Prompt: {md_escape(shown[0][:70])}"):  # untrusted text in a label
+        st.selectbox(
+            "Copy-heavy prompts", range(len(prompts)), format_func=lambda i: prompts[i][:90], index=None,
+            key="_va_pick", on_change=use_prompt, placeholder="pick one, or edit below",
+        )  # fmt: skip
+        st.text_area("Prompt", value=st.session_state["_va_prompt"], key="_va_prompt", height=110,
+                     max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
     return st.session_state["_va_prompt"]
 
 

@@ -59,14 +59,17 @@ def metric(page, label: str) -> str:
 
 
 def wait_idle(page) -> None:
-    """Until Streamlit says the script is no longer running and every Plotly chart has drawn (Plotly's
-    script loads on first use and draws after the data arrives)."""
+    """Until Streamlit says the script is no longer running, every Plotly chart has drawn (Plotly's
+    script loads on first use and draws after the data arrives), and no element is still a grey
+    skeleton (a first page draws its elements a moment after the script ends)."""
     page.wait_for_timeout(500)
     page.wait_for_function(
         """() => !document.querySelector('[data-testid="stStatusWidget"]')
                  && !document.querySelector('[data-stale="true"]')
                  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-                        .every(chart => chart.querySelector('.main-svg'))""",
+                        .every(chart => chart.querySelector('.main-svg'))
+                 && !document.querySelector('[data-testid="stSkeleton"], '
+                        + '[data-testid="stSkeletonElement"], [data-testid="stAppSkeleton"]')""",
         timeout=60_000,
     )
     page.wait_for_timeout(300)

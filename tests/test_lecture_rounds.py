@@ -106,3 +106,20 @@ def test_a_students_question_sits_under_the_drafts_above_everything_else(tiny_pa
                  if kind == "Markdown" and 'class="sd-line"' in value)
     first_metric = next(i for i, (kind, _) in enumerate(order) if kind == "Metric")
     assert strip < asked < first_metric, order
+
+
+def test_presenter_mode_folds_the_prompt_of_live_speed_up_and_variants(tiny_pair_dirs):
+    """The prompt box folds into an expander that names the prompt (its Markdown escaped); a laptop
+    shows the box as it is."""
+    for page, key in (("app_pages/speedup.py", "_sp_prompt"), ("app_pages/variants.py", "_va_prompt")):
+        at = make_app(tiny_pair_dirs, page, presenter=True, prompt="**bold** [link](x) def add(a, b):")
+        at.session_state[key] = "**bold** [link](x) def add(a, b):"
+        at.run()
+        assert_clean(at)
+        folded = [e for e in at.expander if e.label.startswith("Prompt: ")]
+        assert len(folded) == 1, [e.label for e in at.expander]
+        assert "\\*\\*bold\\*\\*" in folded[0].label and any(a.key == key for a in folded[0].text_area)
+        at.session_state["presenter"] = False
+        at.run()
+        assert not [e for e in at.expander if e.label.startswith("Prompt: ")]
+        assert any(a.key == key for a in at.text_area)
