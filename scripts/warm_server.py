@@ -72,7 +72,7 @@ def main() -> None:
         time.sleep(0.3)
     try:
         asyncio.run(run_once(url))
-    except (OSError, TimeoutError, Exception) as error:  # noqa: BLE001 - warming is a courtesy, never fatal
+    except Exception as error:  # noqa: BLE001 - warming is a courtesy, never fatal
         print(f"warm_server: could not open a session ({type(error).__name__}); the first visitor will "
               "load the models", file=sys.stderr)
         return

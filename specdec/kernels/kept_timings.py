@@ -24,7 +24,7 @@ import os
 import platform
 import tempfile
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -201,17 +201,19 @@ def _put(name: str, entry: dict) -> None:
     """Merge one entry into this machine's file, replaced atomically, so a reader never sees half of it
     (two writers at once can lose one entry, which is then timed again)."""
     path = _file()
+    kept = _read(path)
+    entries = kept.get("entries", {}) if isinstance(kept.get("entries"), dict) else {}
+    entries[name] = entry
+    staging = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        kept = _read(path)
-        entries = kept.get("entries", {}) if isinstance(kept.get("entries"), dict) else {}
-        entries[name] = entry
         handle, staging = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
         with os.fdopen(handle, "w") as stream:
             json.dump({"machine": machine_key(), "entries": entries}, stream, indent=1)
         os.replace(staging, path)
-    except OSError:  # a read-only cache: the figures are used, just not kept
-        pass
+    except OSError:  # a read-only or full cache: the figures are used, just not kept
+        if staging is not None:
+            Path(staging).unlink(missing_ok=True)
 
 
 def forget() -> None:
@@ -225,10 +227,6 @@ def now_iso() -> str:
 
 # What this process's figures came from, in the order they were asked for.
 RECORDS: list[TimingRecord] = []
-
-
-def records() -> list[dict]:
-    return [asdict(record) for record in RECORDS]
 
 
 def summary(records: list[TimingRecord] | None = None) -> str:
