@@ -9,6 +9,7 @@ from specdec.models.pair import ModelPair
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the passes of γ = 1 to 4; γ 5 to 7 are read off 8
 LEAN = "lean (bench, races)"
 BREAKDOWNS = {"round view (full trace)": True, LEAN: False}  # label -> build the top-token tables
+BREAKDOWN_RUNS = 3  # whole runs of the prompt timed each way
 
 
 def intro() -> None:
@@ -130,18 +131,19 @@ def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
     results = st.session_state["_im_breakdown"]
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
     if st.button("Measure a round", key="b_breakdown"):
-        repeats = 3
+        total = len(BREAKDOWNS) * BREAKDOWN_RUNS
         runs = ((label, run) for label, detail in BREAKDOWNS.items()
-                for run in timing.breakdown_runs(pair, prompt_ids, settings, detail, repeats))  # fmt: skip
+                for run in timing.breakdown_runs(pair, prompt_ids, settings, detail,
+                                                 BREAKDOWN_RUNS))  # fmt: skip
         done = ui.run_with_progress(
-            runs, len(BREAKDOWNS) * repeats, lambda item: f"{item[0]}: a run of {item[1][0]} rounds timed",
+            runs, total, lambda item: f"{item[0]}: a run of {item[1][0]} rounds timed",
             stop_flag="_im_breakdown_stop", save=lambda items, finished: None, pace_key="round breakdown")
-        if len(done) == len(BREAKDOWNS) * repeats:
+        if len(done) == total:
             results[key] = {label: timing.per_round([run for kind, run in done if kind == label])
                             for label in BREAKDOWNS}  # fmt: skip
     if key not in results:
         st.info("Press **Measure a round**: three runs of the prompt with the sidebar's settings, each way "
-                f"({ui.estimate_text('round breakdown', len(BREAKDOWNS) * 3)}).")
+                f"({ui.estimate_text('round breakdown', len(BREAKDOWNS) * BREAKDOWN_RUNS)}).")
         return
     ui.chart(charts.round_breakdown_chart(results[key]))
     lean = results[key][LEAN]

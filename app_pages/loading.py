@@ -149,10 +149,10 @@ def _load_or_explain(
     also runs in the background thread."""
     try:
         check_allowed(target, drafter, allowed_models(os.environ))
-        check_pair_names(target, drafter)  # a mistyped name fails before the target loads
         splits = startup_splits()
-        if (target, drafter) in splits:
+        if (target, drafter) in splits:  # loaded (and its names checked) already: every rerun comes here
             return _load_pair(target, drafter), None
+        check_pair_names(target, drafter)  # a mistyped name fails before the target loads
         pair, split = timed_load(lambda: _load_pair(target, drafter), splits.get("imports"))
         note_load_seconds(f"{target} {drafter}", split.loading + split.timing)  # the next start's estimate
         # The first token paid here, in the load's thread, not by the first Step.

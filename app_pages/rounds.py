@@ -264,15 +264,13 @@ def round_view() -> None:
     before_the_test = waiting_for_answer or (trace is not None and stage < 3)
     # The round first, in view after each Step, the totals under it: on a projector, and for a student
     # asked about the round (the question sits under the drafts, not under a table and a chart).
-    if ui.presenter() or student.active():
+    round_first = ui.presenter() or student.active()
+    if round_first:
         _round(trace, stage, waiting_for_answer)
-        _counters(hide_current=before_the_test)
-        _timeline(hide_current=before_the_test)
-        _output(trace)
-    else:
-        _counters(hide_current=before_the_test)
-        _timeline(hide_current=before_the_test)
-        _output(trace)  # under the timeline: the text so far, as chips and as text
+    _counters(hide_current=before_the_test)
+    _timeline(hide_current=before_the_test)
+    _output(trace)  # under the timeline: the text so far, as chips and as text
+    if not round_first:
         _round(trace, stage, waiting_for_answer)
     if trace is not None:
         _cache_strip(trace, stage)
