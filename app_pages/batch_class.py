@@ -6,8 +6,9 @@ import streamlit as st
 
 from app_pages import ui
 from specdec.errors import SpecDecError
-from specdec.lab import batching, charts
-from specdec.lab.timing import device_name
+from specdec.measure import batching
+from specdec.views import charts
+from specdec.measure.timing import device_name
 from specdec.models.batch_runs import check_batchable
 from specdec.models.pair import ModelPair
 

@@ -9,7 +9,8 @@ from app_pages import ui
 from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.errors import SpecDecError
-from specdec.lab import charts, prompt_kinds, timing
+from specdec.views import charts, prompt_kinds
+from specdec.measure import timing
 from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
 

@@ -8,9 +8,10 @@ from app_pages import ui
 from app_pages.words import drafter_words
 from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
-from specdec.lab import charts, guarantee, numbers
-from specdec.lab.stats import chi_square_two_sample, tv_distance
-from specdec.lab.tokens import token_label
+from specdec.views import charts, numbers
+from specdec.measure import guarantee
+from specdec.measure.stats import chi_square_two_sample, tv_distance
+from specdec.views.tokens import token_label
 from specdec.models.pair import ModelPair
 
 TOY_DEFAULT = [
@@ -129,7 +130,7 @@ def sampled_outcomes(pair: ModelPair) -> None:
 
 
 def exact_law(pair: ModelPair, prompt_ids: list[int], settings, num_tokens: int) -> dict:
-    """The target's exact law of the outcomes counted (lab.guarantee.exact_outcomes), once per prompt
+    """The target's exact law of the outcomes counted (measure.guarantee.exact_outcomes), once per prompt
     and settings: one target pass, or one per first token for two tokens."""
     key = (pair.target.name, tuple(prompt_ids), settings.sampling, num_tokens)
     laws = st.session_state.setdefault("_gu_exact", {})

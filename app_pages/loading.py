@@ -15,8 +15,8 @@ import streamlit as st
 from app_pages.sidebar import current_settings, server_limits, server_limits_problem
 from specdec.config import Settings
 from specdec.errors import SpecDecError, first_line, is_out_of_memory, out_of_memory_message
-from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_allowed
-from specdec.lab.stepper import LiveRuns
+from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
+from specdec.views.stepper import LiveRuns
 from specdec.model_names import check_pair_names
 from specdec.models.pair import NGRAM, ModelPair
 from specdec.models.startup import (

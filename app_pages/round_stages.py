@@ -11,8 +11,8 @@ from app_pages import ui
 from app_pages.student import code, md_escape
 from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
 from specdec.core.records import DRAFTED_BY_LOOKUP
-from specdec.lab import charts, draft_length
-from specdec.lab.stepper import Stepper
+from specdec.views import charts, draft_length
+from specdec.views.stepper import Stepper
 
 STAGES = {1: "1 · Draft", 2: "2 · Verify", 3: "3 · Accept?", 4: "4 · Correct", 5: "5 · Output"}
 state = st.session_state

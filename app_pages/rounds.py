@@ -9,10 +9,10 @@ from app_pages.round_stages import STAGE_VIEWS, STAGES, draft_strip, mark_click
 from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
-from specdec.lab import charts, kvcache
-from specdec.lab.charts.style import spec_for_projector
-from specdec.lab.stepper import Stepper
-from specdec.lab.tokens import prose_and_code
+from specdec.views import charts, kvcache
+from specdec.views.charts.style import spec_for_projector
+from specdec.views.stepper import Stepper
+from specdec.views.tokens import prose_and_code
 
 ALL = 10**6
 # Seconds per beat (a stage, or one more draft revealed in stage 1). At "normal" a Step shows its round

@@ -1,5 +1,5 @@
 """The rule on trial's exact answers: each rule's exact law beside the samples, the position where a
-lossy rule's loss shows, and a student's own rule. Widgets -> specdec.lab.exact -> charts."""
+lossy rule's loss shows, and a student's own rule. Widgets -> specdec.measure.exact -> charts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import streamlit as st
 from app_pages import ui
 from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
 from specdec.errors import SpecDecError
-from specdec.lab import charts, exact, numbers, rules
-from specdec.lab.rule_expression import MAX_CHARS, PRESETS
+from specdec.views import charts, numbers
+from specdec.measure import exact, rules
+from specdec.measure.rule_expression import MAX_CHARS, PRESETS
 
 ON_REJECT = {  # what the page calls each replacement (core.output_law.REPLACEMENTS)
     "residual": "the residual norm(max(0, p − q))",

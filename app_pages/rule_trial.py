@@ -9,7 +9,8 @@ from app_pages.words import drafter_words
 from specdec.config import RULE_NAMES, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
-from specdec.lab import charts, exact, numbers, rules
+from specdec.views import charts, numbers
+from specdec.measure import exact, rules
 from specdec.models.pair import ModelPair
 
 # A quick default run: 150 samples took 62.5 s in the app on the 2-core machine with the bundled pair; 80

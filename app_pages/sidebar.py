@@ -27,9 +27,9 @@ from specdec.config import (
 )
 from specdec.core.output_law import REPLACEMENTS, RESIDUAL
 from specdec.errors import SpecDecError
-from specdec.lab.links import read_link
-from specdec.lab.quiz import COUNT, TICK
-from specdec.models.feature_head import shipped_head_exists
+from specdec.views.links import read_link
+from specdec.views.quiz import COUNT, TICK
+from specdec.models.feature_head_files import shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, default_drafter
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
@@ -66,7 +66,7 @@ SETTINGS = {
     "student": ("student", bool, lambda: False),
     "question": ("question", str, lambda: TICK),
     "hint": ("hint", str, lambda: "p"),
-    # The rule on trial's own rule, so that a link carries a student's expression (lab.rule_expression).
+    # The rule on trial's own rule, so that a link carries a student's expression (measure.rule_expression).
     "accept": ("accept", str, lambda: ""),
     "on_reject": ("on_reject", str, lambda: RESIDUAL),
 }  # fmt: skip
@@ -214,7 +214,7 @@ def sidebar_controls() -> None:
 
 
 # Presenter mode's look: every text larger, captions (the small print) left to the docs and the
-# speaker. Charts grow through ui.chart (specdec.lab.charts.style.for_projector).
+# speaker. Charts grow through ui.chart (specdec.views.charts.style.for_projector).
 PRESENTER_CSS = """
 <style>
 [data-testid="stMainBlockContainer"] {padding-top: 3.75rem;}  /* just under the header bar */

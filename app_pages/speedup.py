@@ -6,7 +6,8 @@ from app_pages import ui
 from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import Settings
-from specdec.lab import charts, timing
+from specdec.views import charts
+from specdec.measure import timing
 from specdec.models.pair import ModelPair
 
 REDRAW_EVERY = 6  # passes between chart redraws while racing (text streams on every pass)

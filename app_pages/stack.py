@@ -6,8 +6,8 @@ import streamlit as st
 
 from app_pages import ui
 from specdec.errors import SpecDecError
-from specdec.lab import stack
-from specdec.lab.engine_words import (
+from specdec.measure import stack
+from specdec.views.engine_words import (
     engine_counts,
     llamacpp_lines,
     sglang_line,

@@ -2,7 +2,7 @@
 
 The round is computed when Step is pressed, as always; in student mode the view stops at stage 1
 (drafts and q) or stage 2 (p too), asks a question, and plays stages 3-5 on Reveal, with each answer
-marked and explained from the round's own numbers (specdec.lab.quiz). The score lives in the browser
+marked and explained from the round's own numbers (specdec.views.quiz). The score lives in the browser
 session. The mode, the question and the hint are sidebar-like settings carried in the URL, so an
 instructor's link (prompt, seed and settings included) gives every student the same rounds.
 """
@@ -14,8 +14,8 @@ import re
 import streamlit as st
 
 from app_pages import ui
-from specdec.lab import charts
-from specdec.lab.quiz import COUNT, TICK, Answer, Score, judge
+from specdec.views import charts
+from specdec.views.quiz import COUNT, TICK, Answer, Score, judge
 
 QUESTIONS = {TICK: "Which drafts survive? (tick them)", COUNT: "How many drafts survive?"}
 

@@ -2,7 +2,7 @@
 the sidebar (app_pages/sidebar.py) and the model pair's loading (app_pages/loading.py), so a page
 reads every shared thing as `ui.<name>`.
 
-Pages go widgets -> specdec API (models/, lab/) -> specdec.lab.charts; nothing here touches torch.
+Pages go widgets -> specdec API (models/, measure/, views/) -> specdec.views.charts; nothing here touches torch.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from app_pages.sidebar import (  # noqa: F401 - re-exported for the pages
     sidebar_controls,
     write_url,
 )
-from specdec.lab import eta
-from specdec.lab.charts.style import for_projector
-from specdec.lab.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
-from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
+from specdec.measure import eta
+from specdec.views.charts.style import for_projector
+from specdec.views.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
+from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 
 CHART_CONFIG = {"displayModeBar": False}  # every chart: no Plotly toolbar over a teaching figure
 
@@ -231,7 +231,7 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
 
 
 def cache_strip(rows: list[CacheRow], label) -> str:
-    """The KV caches as rows of cells (see specdec.lab.kvcache); `label(token_id)` names drafted tokens."""
+    """The KV caches as rows of cells (see specdec.views.kvcache); `label(token_id)` names drafted tokens."""
     kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", SIBLING: "sd-sibling"}
     meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed",
                SIBLING: "the draft's second choice, beside the draft at this position"}

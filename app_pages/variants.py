@@ -9,10 +9,11 @@ from app_pages import ui
 from app_pages.student import md_escape
 from specdec.config import Settings
 from specdec.errors import SpecDecError
-from specdec.lab import charts, timing
-from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED
-from specdec.lab.tokens import token_label
-from specdec.models.feature_head import shipped_head_exists
+from specdec.views import charts
+from specdec.measure import timing
+from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED
+from specdec.views.tokens import token_label
+from specdec.models.feature_head_files import shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET

@@ -1,5 +1,5 @@
 """Do the quick runs of The guarantee and A class is a batch show their page's claim, on prompts the page
-did not pick, and is the time left the pages show (specdec.lab.eta) true within 1.5x?
+did not pick, and is the time left the pages show (specdec.measure.eta) true within 1.5x?
 
 Runs the pages' own measurements (no browser) with the bundled pair and the default drafter:
 - the guarantee's quick run (the page's QUICK_SAMPLES, top-k 5, T = 1, first token) on the page's prompt
@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec.config import SPECULATIVE, SamplingConfig, Settings  # noqa: E402
-from specdec.lab import batching, eta, guarantee  # noqa: E402
-from specdec.lab.batching import QUICK_RUN  # noqa: E402
-from specdec.lab.guarantee import QUICK_SAMPLES, SAMPLE_PROMPT  # noqa: E402
+from specdec.measure import batching, eta, guarantee  # noqa: E402
+from specdec.measure.batching import QUICK_RUN  # noqa: E402
+from specdec.measure.guarantee import QUICK_SAMPLES, SAMPLE_PROMPT  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET  # noqa: E402
 

@@ -32,7 +32,7 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
-from specdec.lab import timing  # noqa: E402
+from specdec.measure import timing  # noqa: E402
 from specdec.models.batch_runs import batch_generate  # noqa: E402
 from specdec.models.loading import cpu_description, gpu_description  # noqa: E402
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair  # noqa: E402

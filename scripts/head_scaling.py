@@ -65,10 +65,10 @@ def evaluate_saved(heads: dict[str, str], eval_folder: Path, tokens: int | None 
     `tokens` tokens (training's evaluation length where None)."""
     from specdec.config import HeadTrainingConfig
     from specdec.kernels.matmul import layout_of, set_layout
-    from specdec.models.feature_head import load_head
+    from specdec.models.feature_head_files import load_head
     from specdec.models.loading import load_model
     from specdec.paths import BUNDLED_TARGET
-    from specdec.training.feature_head import evaluate_head, held_out_eval_sets
+    from specdec.training.train_feature_head import evaluate_head, held_out_eval_sets
 
     target = load_model(BUNDLED_TARGET)
     eval_sets = held_out_eval_sets(target, eval_folder, tokens or HeadTrainingConfig().eval_tokens)

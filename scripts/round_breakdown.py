@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdec.config import SamplingConfig, Settings  # noqa: E402
 from specdec.kernels import matmul  # noqa: E402
-from specdec.lab import timing  # noqa: E402
+from specdec.measure import timing  # noqa: E402
 from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import HELD_OUT_PROMPT_SETS  # noqa: E402
 

@@ -141,7 +141,7 @@ def test_bad_input_shows_a_message_not_a_traceback(tiny_pair_dirs, state, messag
 
 
 def test_untrusted_text_is_escaped(tiny_pair_dirs, monkeypatch):
-    from specdec.lab.stepper import Stepper
+    from specdec.views.stepper import Stepper
 
     monkeypatch.setattr(Stepper, "label", lambda self, token_id: XSS)
     at = make_app(tiny_pair_dirs, ROUNDS, prompt=XSS, drafter="ngram")
@@ -340,8 +340,7 @@ def test_second_choices_show_beside_the_drafts_at_temperature_0(tiny_pair_dirs):
 def test_out_of_memory_in_a_round_is_one_message_with_what_to_try(tiny_pair_dirs, monkeypatch):
     import torch
 
-    from specdec.lab import stepper
-
+    from specdec.views import stepper
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         yield  # a generator of rounds, as the real one

@@ -34,8 +34,7 @@ def test_a_full_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs)
 
 def test_stop_keeps_the_partial_run(tiny_pair_dirs, monkeypatch):
     """Stop pressed while B = 1 was measured: the loop ends there, and what it measured stays shown."""
-    from specdec.lab import batching
-
+    from specdec.measure import batching
     at = make_app(tiny_pair_dirs, PAGE, gamma=2)
     at.slider(key="_bc_tokens").set_value(8)
     at.slider(key="_bc_prompts").set_value(1).run()

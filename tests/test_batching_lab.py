@@ -1,9 +1,11 @@
-"""lab.batching's arithmetic and the page's charts, on hand-made numbers (no model)."""
+"""measure.batching's arithmetic and the page's charts, on hand-made numbers (no model)."""
 
 import pytest
 
-from specdec.lab import batching, charts
-from specdec.lab.batching import BatchPoint
+from specdec.measure import batching
+
+from specdec.views import charts
+from specdec.measure.batching import BatchPoint
 
 
 def point(batch_size, target_tps, spec_tps, **extra):

@@ -228,7 +228,7 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     """Replay the run outside the browser (same seed, same rounds) to find rounds worth a picture."""
     from specdec.config import SamplingConfig, Settings
     from specdec.core.records import STOP_CONFIDENCE
-    from specdec.lab.stepper import Stepper
+    from specdec.views.stepper import Stepper
     from specdec.models.pair import ModelPair
 
     pair = ModelPair.load(target, drafter)

@@ -17,7 +17,7 @@ from test_browser import ARTIFACTS, CHROMIUM, MAIN, browser_page, streamlit_serv
 from test_browser_guarantee import SIZES, record, timed_answer
 from test_browser_instructor import click_and_wait, shot
 
-from specdec.lab.batching import QUICK_RUN
+from specdec.measure.batching import QUICK_RUN
 from specdec.paths import BUNDLED_TARGET
 
 pytest.importorskip("playwright.sync_api")

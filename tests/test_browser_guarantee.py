@@ -25,7 +25,7 @@ from test_browser import (
     wait_idle,
 )
 
-from specdec.lab.guarantee import QUICK_SAMPLES
+from specdec.measure.guarantee import QUICK_SAMPLES
 from specdec.paths import BUNDLED_TARGET
 
 pytest.importorskip("playwright.sync_api")

@@ -29,7 +29,7 @@ from specdec.training.campaign import (
 )
 from specdec.training.campaign_prompts import KIND_WEIGHTS, KINDS, campaign_prompt
 from specdec.training.features import target_features
-from specdec.training.train import build_draft, train_draft, trainable_state
+from specdec.training.train_draft import build_draft, train_draft, trainable_state
 
 
 @pytest.fixture(scope="module")

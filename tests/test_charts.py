@@ -3,8 +3,7 @@
 from dataclasses import replace
 
 from specdec.core.records import RoundTrace, ShownDistribution
-from specdec.lab import charts
-
+from specdec.views import charts
 LABELS = {1: "␣the", 2: "cat", 3: "<b>bold</b>", 4: "dog"}
 
 

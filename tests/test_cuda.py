@@ -31,7 +31,7 @@ def test_greedy_speculative_equals_plain_greedy_on_the_gpu(tiny_pair_dirs):
 def test_a_training_step_runs_where_the_target_is(tiny_pair_dirs):
     from specdec.models.loading import load_model
     from specdec.training.data import label_answers
-    from specdec.training.train import build_draft, distillation_loss
+    from specdec.training.train_draft import build_draft, distillation_loss
 
     target = load_model(tiny_pair_dirs["target"])
     examples = label_answers(target, ["Say hi"], ["hi there"], max_tokens=8, top_k=4)

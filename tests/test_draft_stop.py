@@ -11,7 +11,7 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import ModelDrafter, stop_thresholds, worth_drafting
 from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds
-from specdec.lab.draft_length import why_drafting_stopped
+from specdec.views.draft_length import why_drafting_stopped
 
 
 def test_without_costs_the_first_draft_is_free_and_the_rest_pay_the_floor():

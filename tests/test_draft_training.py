@@ -12,7 +12,7 @@ from specdec.errors import SpecDecError
 from specdec.paths import HELD_OUT_PROMPT_SETS
 from specdec.training.data import Example, label_answers, stdlib_code_blocks, training_prompts
 from specdec.training.losses import cross_entropy, total_variation
-from specdec.training.train import (
+from specdec.training.train_draft import (
     build_draft,
     distillation_loss,
     grown,

@@ -6,7 +6,7 @@ import pytest
 
 from specdec.cli.main import main
 from specdec.core.records import RoundTrace
-from specdec.lab.engine_words import (
+from specdec.views.engine_words import (
     engine_counts,
     engine_summary,
     llamacpp_lines,

@@ -1,4 +1,4 @@
-"""Each rule's exact law from p and q (core.output_law, lab.exact): the four built-in rules' preset
+"""Each rule's exact law from p and q (core.output_law, measure.exact): the four built-in rules' preset
 expressions against their own functions, a student's rules worked by hand, sampled laws against the
 exact ones, and the tiny pair's trial beside its exact TV."""
 
@@ -10,7 +10,7 @@ from test_rules_statistical import close_pair, goodness_of_fit, sampled_first_to
 from specdec.config import RULE_NAMES, SPECULATIVE, TOP_CHOICE, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.core.output_law import REPLACEMENTS, output_law
-from specdec.lab.exact import (
+from specdec.measure.exact import (
     YOURS,
     CustomRule,
     Position,
@@ -24,8 +24,8 @@ from specdec.lab.exact import (
     samples_to_see,
     unseen,
 )
-from specdec.lab.rule_expression import PRESETS
-from specdec.lab.rules import rule_trial, trial_results
+from specdec.measure.rule_expression import PRESETS
+from specdec.measure.rules import rule_trial, trial_results
 
 
 def at(p: torch.Tensor, q: torch.Tensor) -> Position:
@@ -141,7 +141,7 @@ def test_best_position_is_where_the_rule_loses_most(close_pair):  # noqa: F811
 
 def test_positions_are_read_as_auto_or_a_number():
     from specdec.errors import SpecDecError
-    from specdec.lab.exact import MAX_POSITION, parse_position
+    from specdec.measure.exact import MAX_POSITION, parse_position
 
     assert parse_position(None) == 0 and parse_position("auto") == "auto" and parse_position("7") == 7
     for bad in ("-1", str(MAX_POSITION + 1), "later", "1.5"):

@@ -6,9 +6,9 @@ import pytest
 
 from specdec.config import SamplingConfig, Settings
 from specdec.errors import SpecDecError
-from specdec.lab import guarantee
-from specdec.lab import timing as ex
-from specdec.lab.stats import tv_distance
+from specdec.measure import guarantee
+from specdec.measure import timing as ex
+from specdec.measure.stats import tv_distance
 from specdec.models.pair import ModelPair
 
 PROMPT = "def add(a, b):\n    return a + b\n"  # the prompt of the `prompt_ids` fixture (conftest)

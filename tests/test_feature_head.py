@@ -20,12 +20,12 @@ from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
 from specdec.kernels.decoder_step import head_step_by_hand
-from specdec.models.feature_head import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD, load_head, save_head
+from specdec.models.feature_head_files import HEAD_TOKENS, HEAD_WEIGHTS, SHIPPED_HEAD, load_head, save_head
 from specdec.models.loading import SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, LoadedModel
 from specdec.models.runs import generate
-from specdec.training import feature_head as head_training
+from specdec.training import train_feature_head as head_training
 from specdec.training.campaign import run_campaign
-from specdec.training.feature_head import (
+from specdec.training.train_feature_head import (
     FeatureExample,
     build_head,
     evaluate_head,
@@ -35,7 +35,7 @@ from specdec.training.feature_head import (
     unrolled_predictions,
 )
 from specdec.training.features import target_features, target_layer_features
-from specdec.training.train import draw_weights
+from specdec.training.train_draft import draw_weights
 
 
 def tiny_corpus(target, vocab, count=48, length=40):

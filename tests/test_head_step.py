@@ -1,6 +1,6 @@
 """A feature head's speed machinery: its one-position step by hand (specdec/kernels/decoder_step.py)
 predicts what its forward predicts, and a loaded head keeps int8 weights only where they draft faster
-(models.feature_head, timed as specdec/kernels/choice.py times a draft)."""
+(models.feature_head_files, timed as specdec/kernels/choice.py times a draft)."""
 
 import pytest
 import torch
@@ -16,10 +16,10 @@ from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.kernels import decoder_step as step_module
 from specdec.kernels.decoder_step import head_step_by_hand
 from specdec.kernels.matmul import INT8, Int8Linear, int8_available, layout_of, set_layout
-from specdec.models import feature_head as head_module
-from specdec.models.feature_head import load_head, save_head
+from specdec.models import feature_head_files as head_module
+from specdec.models.feature_head_files import load_head, save_head
 from specdec.models.loading import LoadedModel
-from specdec.training.feature_head import build_head
+from specdec.training.train_feature_head import build_head
 
 
 def stepping_head(tiny_target, vocab, fuse: str) -> FeatureHead:

@@ -24,8 +24,8 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import ModelDrafter
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.kernels.choice import _pass_seconds
-from specdec.lab.batching import pass_cost
-from specdec.lab.timing import forward_cost_by_size
+from specdec.measure.batching import pass_cost
+from specdec.measure.timing import forward_cost_by_size
 
 PROMPT = [5, 17, 42, 8, 99, 3]
 GREEDY, SAMPLED = SamplingConfig(temperature=0), SamplingConfig(temperature=1.0)

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec.lab.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT_SIZE, for_projector, styled
+from specdec.views.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT_SIZE, for_projector, styled
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 EVERYDAY = ["Drafter", "Draft length γ", "Temperature (0 = greedy)", "Acceptance rule"]
@@ -74,8 +74,8 @@ def test_for_projector_enlarges_every_text_and_leaves_the_original():
 
 
 def test_the_round_timeline_grows_in_presenter_mode_too():
-    from specdec.lab.charts.rounds import _timeline_spec
-    from specdec.lab.charts.style import spec_for_projector
+    from specdec.views.charts.rounds import _timeline_spec
+    from specdec.views.charts.style import spec_for_projector
 
     spec = _timeline_spec()
     big = spec_for_projector(spec)
@@ -87,7 +87,7 @@ def test_the_round_timeline_grows_in_presenter_mode_too():
 
 
 def test_a_long_chart_title_breaks_once_at_a_separator():
-    from specdec.lab.charts.style import two_lines
+    from specdec.views.charts.style import two_lines
 
     assert two_lines("Tokens per target pass (2 prompts each; bar: median)") == \
         "Tokens per target pass<br>(2 prompts each; bar: median)"

@@ -2,9 +2,7 @@
 
 import pytest
 
-from specdec.lab import prompt_kinds
-
-
+from specdec.views import prompt_kinds
 def _kind(category: str, acceptance: float, speedup: float) -> dict:
     return {"category": category, "acceptance_rate": acceptance, "tokens_per_pass": 1 + 2 * acceptance,
             "speedup": speedup}  # fmt: skip

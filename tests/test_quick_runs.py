@@ -9,8 +9,9 @@ from test_app import assert_clean, errors, make_app
 
 from app_pages import ui
 from specdec.config import Settings
-from specdec.lab import batching, charts, eta
-from specdec.lab.guarantee import QUICK_SAMPLES, SampleTally, verdict_words
+from specdec.measure import batching, eta
+from specdec.views import charts
+from specdec.measure.guarantee import QUICK_SAMPLES, SampleTally, verdict_words
 
 GUARANTEE, BATCH = "app_pages/guarantee.py", "app_pages/batch_class.py"
 

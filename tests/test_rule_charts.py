@@ -5,8 +5,7 @@ from dataclasses import replace
 
 from test_charts import LABELS, trace
 
-from specdec.lab import charts
-
+from specdec.views import charts
 ROWS = [
     {"rule": "speculative", "title": "speculative sampling", "lossless": True, "alpha": 0.95,
      "tv": 0.09},

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from specdec.errors import SpecDecError
-from specdec.lab.exact import CustomRule
-from specdec.lab.rule_expression import MAX_CHARS, RuleExpressionError, parse_rule
+from specdec.measure.exact import CustomRule
+from specdec.measure.rule_expression import MAX_CHARS, RuleExpressionError, parse_rule
 
 P = torch.tensor([0.6, 0.3, 0.05, 0.05], dtype=torch.float64)
 Q = torch.tensor([0.1, 0.2, 0.4, 0.3], dtype=torch.float64)

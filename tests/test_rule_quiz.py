@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from test_charts import trace
 
-from specdec.lab.quiz import reason
+from specdec.views.quiz import reason
 
 
 def test_reasons_name_each_rules_own_test():

@@ -92,7 +92,7 @@ def test_a_link_sets_the_rule(tiny_pair_dirs):
     assert "Lossy rule" in warnings(at)
 
 
-# -- exact answers, the offered position, a student's own rule (lab.exact) ----------------------------
+# -- exact answers, the offered position, a student's own rule (measure.exact) ----------------------------
 
 
 @pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it

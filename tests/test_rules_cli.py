@@ -80,7 +80,7 @@ def test_rules_with_your_own_rule_at_a_position(capsys, tiny_pair_dirs):
 
 @pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
 def test_rules_position_auto_is_where_the_top_choice_loses_most(capsys, tiny_pair_dirs):
-    from specdec.lab.exact import SCAN_TOKENS
+    from specdec.measure.exact import SCAN_TOKENS
 
     code, out, err = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "4",
                              "--gamma", "2", "--top-k", "5", "--position", "auto", "--json",

@@ -23,8 +23,8 @@ from specdec.config import (
     Settings,
 )
 from specdec.core.acceptance import RULES
-from specdec.lab.rules import rule_trial, trial_results
-from specdec.lab.stats import tv_noise_floor
+from specdec.measure.rules import rule_trial, trial_results
+from specdec.measure.stats import tv_noise_floor
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 

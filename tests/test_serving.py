@@ -7,9 +7,9 @@ import time
 import pytest
 
 from specdec.errors import SpecDecError
-from specdec.lab.links import read_link
-from specdec.lab.lock import ModelLock, locked_steps
-from specdec.lab.serving import LoadFailures, PairShelf, allowed_models, check_allowed
+from specdec.views.links import read_link
+from specdec.serving.lock import ModelLock, locked_steps
+from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 DEFAULTS = {"gamma": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "chat": True, "target": "t"}

@@ -5,7 +5,7 @@ import pytest
 from specdec.config import SamplingConfig, Settings
 from specdec.core.drafters import FeatureDrafter
 from specdec.core.records import DRAFTED_BY_HEAD
-from specdec.models.feature_head import HEAD_WEIGHTS, SHIPPED_HEAD
+from specdec.models.feature_head_files import HEAD_WEIGHTS, SHIPPED_HEAD
 from specdec.models.runs import RunModels, generate
 from specdec.paths import BUNDLED_HEAD
 

@@ -4,8 +4,8 @@ the tokenizer check."""
 import pytest
 from test_app import assert_clean, errors, make_app
 
-from specdec.lab import stack
-from specdec.lab.timing import TimedRun
+from specdec.measure import stack
+from specdec.measure.timing import TimedRun
 from specdec.models.pair import ModelPair
 
 STACK = "app_pages/stack.py"

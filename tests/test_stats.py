@@ -8,8 +8,8 @@ import pytest
 
 from specdec.core.metrics import expected_speedup, expected_tokens_per_pass
 from specdec.errors import SpecDecError
-from specdec.lab.guarantee import toy_rule
-from specdec.lab.stats import chi_square_sf, chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
+from specdec.measure.guarantee import toy_rule
+from specdec.measure.stats import chi_square_sf, chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
 
 
 def test_tv_distance_by_hand():
@@ -77,7 +77,7 @@ def test_speedup_report_by_hand():
     v = (0.4 − 0.08)/2/0.1 = 1.6; E[tokens/pass] = 5 (α = 1): paper 5/(0.4 + 1), here 5/(0.4 + 1.6)."""
     from types import SimpleNamespace
 
-    from specdec.lab.timing import TimedRun, speedup_report
+    from specdec.measure.timing import TimedRun, speedup_report
 
     trace = SimpleNamespace(num_drafted=4, num_accepted=4, num_tested=4, emitted_tokens=[1, 2, 3, 4, 5],
                             draft_seconds=0.04, verify_seconds=0.15, sibling_positions=[],

@@ -9,8 +9,8 @@ import pytest
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core.metrics import summarize
-from specdec.lab.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper
-from specdec.lab.tokens import token_label, visible_text
+from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper
+from specdec.views.tokens import token_label, visible_text
 from specdec.models.pair import ModelPair
 
 PROMPT = "def add(a, b):\n    return a + b\n"
@@ -187,7 +187,7 @@ def test_csv_carries_the_rules_own_test(pair, rule, column):
 def test_the_cap_on_live_runs_frees_the_idle_run_and_a_step_replays_its_rounds(pair):
     """Past the server's cap the run stepped least recently drops its caches; when its student steps
     again its rounds are replayed, so it goes on exactly as a run that was never freed."""
-    from specdec.lab.stepper import LiveRuns
+    from specdec.views.stepper import LiveRuns
 
     live = LiveRuns(limit=1)
     freed, other = make(pair, max_new_tokens=24, live_runs=live), make(pair, seed=1, live_runs=live)
@@ -207,8 +207,7 @@ def test_out_of_memory_in_a_round_is_a_clear_error_and_the_run_can_go_on(pair, m
     import torch
 
     from specdec.errors import SpecDecError
-    from specdec.lab import stepper as stepper_module
-
+    from specdec.views import stepper as stepper_module
     stepper = make(pair)
     first = stepper.step()
     real_rounds = stepper_module.rounds

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("specdec", "app_pages")  # whose modules must not import each other in a circle
 MAX_LINES = 450
 # What specdec/core/ (the lesson) may not import: the speed machinery, the layers above it, the UI.
-NOT_IN_CORE = ("specdec.kernels", "specdec.models", "specdec.lab", "specdec.training", "specdec.cli",
+NOT_IN_CORE = ("specdec.kernels", "specdec.models", "specdec.serving", "specdec.measure", "specdec.views",
+               "specdec.training", "specdec.cli",
                "streamlit")
 SKIPPED_FOLDERS = {"__pycache__", "node_modules"}  # and hidden ones: .venv, .git, caches
 
@@ -131,3 +132,21 @@ def test_no_python_file_is_longer_than_a_reader_can_hold():
     assert len(lengths) > 50  # the tree was read
     long = {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
     assert not long, f"over {MAX_LINES} lines (split by what a reader looks for): {long}"
+
+
+def test_every_package_docstring_lists_its_modules():
+    """A newcomer opens a package's __init__.py to find their way: every module and subpackage is named there."""
+    missing = []
+    for init in sorted((ROOT / "specdec").rglob("__init__.py")):
+        if "__pycache__" in init.parts:
+            continue
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        for child in sorted(init.parent.iterdir()):
+            name = child.name
+            if name == "__init__.py" or name.startswith((".", "_")):
+                continue
+            if child.suffix == ".py" or (child.is_dir() and (child / "__init__.py").exists()):
+                shown = name if child.suffix == ".py" else name + "/"
+                if shown not in docstring and name not in docstring:
+                    missing.append(f"{init.parent.relative_to(ROOT)}: {shown}")
+    assert not missing, "not named in their package's docstring: " + ", ".join(missing)

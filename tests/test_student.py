@@ -10,9 +10,9 @@ from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import ModelDrafter, NgramDrafter
 from specdec.core.records import STOP_CONFIDENCE
 from specdec.core.rounds import speculative_rounds
-from specdec.lab import kvcache
-from specdec.lab.quiz import COUNT, TICK, Score, judge, survival_probabilities
-from specdec.lab.tokens import prose_and_code
+from specdec.views import kvcache
+from specdec.views.quiz import COUNT, TICK, Score, judge, survival_probabilities
+from specdec.views.tokens import prose_and_code
 
 PROMPT = [5, 17, 42, 8, 99, 3]
 

@@ -111,7 +111,7 @@ def test_a_link_with_an_unknown_question_falls_back_with_a_notice(tiny_pair_dirs
 
 
 def test_untrusted_tokens_stay_escaped_in_student_mode(tiny_pair_dirs, monkeypatch):
-    from specdec.lab.stepper import Stepper
+    from specdec.views.stepper import Stepper
 
     monkeypatch.setattr(Stepper, "label", lambda self, token_id: XSS)
     at = make_app(tiny_pair_dirs, ROUNDS, prompt=XSS, student=True)

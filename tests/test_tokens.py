@@ -1,7 +1,7 @@
 """One way to show a token everywhere: whitespace visible, runs compacted, width capped (no model)."""
 
-from specdec.lab.charts.style import token_names
-from specdec.lab.tokens import MAX_TOKEN_CHARS, capped, visible_text
+from specdec.views.charts.style import token_names
+from specdec.views.tokens import MAX_TOKEN_CHARS, capped, visible_text
 
 
 def test_whitespace_is_visible_and_runs_are_counted():

@@ -82,8 +82,8 @@ def perturbed_copy(model: LlamaForCausalLM, scale: float, seed: int) -> LlamaFor
 def save_tiny_head(folder: Path, target: LlamaForCausalLM) -> Path:
     """A feature head for `target`, as `train-head` saves one (untrained: it starts from the target's
     last layer, so its drafts are sometimes right)."""
-    from specdec.models.feature_head import save_head
-    from specdec.training.feature_head import build_head
+    from specdec.models.feature_head_files import save_head
+    from specdec.training.train_feature_head import build_head
 
     save_head(build_head(target, layers=1), folder, list(range(target.config.vocab_size)), {"tiny": True})
     return folder

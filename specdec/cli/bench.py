@@ -20,8 +20,8 @@ import torch
 from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
-from specdec.lab.stack import transformers_options
-from specdec.models.feature_head import is_head, shipped_head_exists
+from specdec.measure.stack import transformers_options
+from specdec.models.feature_head_files import is_head, shipped_head_exists
 from specdec.models.loading import cpu_description, gpu_description, shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
 from specdec.models.runs import generate
@@ -338,9 +338,9 @@ def parse_batch_sizes(text: str) -> list[int]:
 def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings: Settings, chat: bool,
                     batch_sizes: list[int], log: TextIO | None = None) -> dict:
     """Each set decoded in batches of each B, target-only and speculative with the pair's drafter
-    (lab.batching): total and per-row tokens/s, their ratio, and one target pass's cost per row.
+    (measure.batching): total and per-row tokens/s, their ratio, and one target pass's cost per row.
     At B = 1 the single-sequence loop runs on the same rows too (`single_sequence`)."""
-    from specdec.lab.batching import batch_sweep
+    from specdec.measure.batching import batch_sweep
     from specdec.models.batch_runs import check_batchable
 
     check_batchable(pair)

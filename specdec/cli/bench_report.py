@@ -5,7 +5,7 @@ several machines' reports (scripts/choose_default.py applies it).
 from __future__ import annotations
 
 from specdec.cli.bench import HEAD_LABELS, TARGET_ONLY
-from specdec.models.feature_head import is_head
+from specdec.models.feature_head_files import is_head
 from specdec.models.pair import LOOKUP_FIRST
 
 

@@ -23,7 +23,7 @@ from specdec.cli.bench_report import format_batch_table, format_bench_table
 from specdec.clock import now
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.lab.engine_words import engine_summary
+from specdec.views.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 from specdec.models.startup import StartupSplit, first_token_seconds, load_timed
@@ -207,7 +207,7 @@ def shipped_draft_parts() -> tuple[dict, list[int], int]:
 
 def run_train_draft(args: argparse.Namespace) -> None:
     from specdec.models.loading import load_model
-    from specdec.training.train import train_draft
+    from specdec.training.train_draft import train_draft
 
     config = config_from_args(DraftTrainingConfig, args)
     start_layers = head_token_ids = None
@@ -225,7 +225,7 @@ def run_train_draft(args: argparse.Namespace) -> None:
 
 def run_train_head(args: argparse.Namespace) -> None:
     from specdec.models.loading import load_model
-    from specdec.training.feature_head import train_head
+    from specdec.training.train_feature_head import train_head
 
     config = config_from_args(HeadTrainingConfig, args)
     # The head scores the draft's frequent tokens (FR-Spec): the same list.
@@ -303,8 +303,8 @@ def _temperatures(args: argparse.Namespace) -> list[float]:
 
 def run_rules(args: argparse.Namespace) -> None:
     """Each rule against the target alone, at each temperature: one JSON object (or table row) each,
-    with its exact TV and acceptance at the trial's position (lab.exact)."""
-    from specdec.lab.exact import CustomRule, parse_position
+    with its exact TV and acceptance at the trial's position (measure.exact)."""
+    from specdec.measure.exact import CustomRule, parse_position
 
     if args.sweep:
         run_sweep(args)
@@ -330,8 +330,8 @@ def run_rules(args: argparse.Namespace) -> None:
 
 def _rules_at(args, pair, prompt_ids: list[int], settings, position, custom) -> None:
     """One trial at one temperature, at the position asked for."""
-    from specdec.lab.exact import choose_position, exact_laws, resolved, unseen, watched_rule
-    from specdec.lab.rules import rule_trial, trial_results
+    from specdec.measure.exact import choose_position, exact_laws, resolved, unseen, watched_rule
+    from specdec.measure.rules import rule_trial, trial_results
 
     where = {"position": 0, "context": ""}
     context = prompt_ids
@@ -371,7 +371,7 @@ def _rules_at(args, pair, prompt_ids: list[int], settings, position, custom) -> 
 
 def run_sweep(args: argparse.Namespace) -> None:
     """The exact rule on the held-out code and prose sets at each temperature: one row per set and T."""
-    from specdec.lab.rules import SWEEP_TEMPERATURES, sweep_prompt_sets, sweep_summary, temperature_sweep
+    from specdec.measure.rules import SWEEP_TEMPERATURES, sweep_prompt_sets, sweep_summary, temperature_sweep
 
     if args.per_set < 1 or args.new_tokens < 1:
         raise SpecDecError("per-set and new-tokens must be at least 1")

@@ -5,6 +5,7 @@ costs) and a callable (a draft's one-token step).
 
     sampling.py      the warp (temperature, top-k, top-p) shared by both models
     acceptance.py    the acceptance rule, a pure function over tensors -> Verdict; the other rules
+    output_law.py    what a rule emits, exactly: the law of the token at one drafted position
     records.py       what a round leaves behind: plain records the app and the metrics read
     cached_model.py  a model with a KV cache (and, if asked, its last hidden states) that can be
                      rolled back; the output head cut to the tokens a draft scores

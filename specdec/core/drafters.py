@@ -213,7 +213,7 @@ class FeatureDrafter:
 
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
         """The target's output head over the reduced vocabulary (q = 0 elsewhere) -> (1, vocab), in the
-        head's linear layers' kind (int8 where they have int8 weights: models.feature_head)."""
+        head's linear layers' kind (int8 where they have int8 weights: models.feature_head_files)."""
         return self.reduced.logits(feature, self.target.vocab_size, self.linear)
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:

@@ -1,5 +1,5 @@
 """The CPU's speed machinery, apart from the lesson: what the loader (specdec/models/loading.py,
-models/feature_head.py, models/pair.py) applies to a model so that its passes cost less on a CPU. The
+models/feature_head_files.py, models/pair.py) applies to a model so that its passes cost less on a CPU. The
 engine (specdec/core/) never imports it, and it imports only the lowest layer (specdec.clock, paths).
 
     matmul.py        linear layers in another matrix layout (columns, with halves of a long layer;

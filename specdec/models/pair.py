@@ -9,7 +9,7 @@ from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafte
 from specdec.errors import SpecDecError
 from specdec.kernels.decoder_step import draft_step_by_hand, head_step_by_hand
 from specdec.model_names import LOOKUP_FIRST, NGRAM, check_pair_names
-from specdec.models.feature_head import LoadedHead, is_head, load_head
+from specdec.models.feature_head_files import LoadedHead, is_head, load_head
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 

@@ -8,7 +8,7 @@ from specdec.clock import now
 from specdec.core.cached_model import CachedModel
 from specdec.models.pair import ModelPair
 from specdec.paths import HELD_OUT_PROMPT_SETS
-from specdec.training.train import evaluate, make_eval_set
+from specdec.training.train_draft import evaluate, make_eval_set
 
 
 def one_token_step_costs(pair: ModelPair, context_ids: list[int], repeats: int = 30) -> dict[str, float]:

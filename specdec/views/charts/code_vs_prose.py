@@ -7,7 +7,7 @@ from statistics import median
 
 import plotly.graph_objects as go
 
-from specdec.lab.charts.style import HIGHLIGHT_LINE, MUTED_COLOR, P_COLOR, styled
+from specdec.views.charts.style import HIGHLIGHT_LINE, MUTED_COLOR, P_COLOR, styled
 
 BOX_FROM = 5  # prompts a category needs before a box (quartiles) means something; fewer: the dots
 

@@ -23,7 +23,7 @@ from specdec.core.metrics import RunMetrics, SpeedupTheory, speedup_theory, summ
 from specdec.core.records import RoundTrace
 from specdec.core.rounds import PREFILL
 from specdec.errors import SpecDecError
-from specdec.lab.lock import MODEL_LOCK, locked_steps
+from specdec.serving.lock import MODEL_LOCK, locked_steps
 from specdec.models.pair import ModelPair
 from specdec.models.runs import rounds, target_steps
 

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from specdec.core.records import RoundTrace, ShownDistribution
-from specdec.lab.charts.style import (
+from specdec.views.charts.style import (
     ACCEPT_COLOR,
     BONUS_COLOR,
     HIGHLIGHT_LINE,

@@ -30,7 +30,7 @@ from specdec.core.acceptance import RULES
 from specdec.core.rounds import draft_thresholds, judge, target_only_steps
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
-from specdec.lab.exact import (
+from specdec.measure.exact import (
     YOURS,
     CustomRule,
     Position,
@@ -39,9 +39,9 @@ from specdec.lab.exact import (
     position_of,
     rule_named,
 )
-from specdec.lab.lock import MODEL_LOCK, locked_steps
-from specdec.lab.stats import chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
-from specdec.lab.timing import timed_run
+from specdec.serving.lock import MODEL_LOCK, locked_steps
+from specdec.measure.stats import chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
+from specdec.measure.timing import timed_run
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
 from specdec.paths import ASSETS
@@ -135,12 +135,12 @@ class RuleResult:
     # What sampling alone gives: the target halves' TV, averaged over re-splits of their outcomes
     tv_noise_floor: float
     chi2_p: float  # χ² test of its first tokens against the target's first half
-    # Exact, from p and q at the first position (lab.exact): the first token's law's TV from p, and
+    # Exact, from p and q at the first position (measure.exact): the first token's law's TV from p, and
     # P(the first draft is kept). None where the trial has no first round yet.
     tv_exact: float | None = None
     acceptance_exact: float | None = None
     # The noise floor as an interval [0, band]: the re-split TVs' 95th percentile. A lossless rule's TV
-    # falls inside it about 19 times in 20 (lab.stats.tv_noise_band)
+    # falls inside it about 19 times in 20 (measure.stats.tv_noise_band)
     tv_noise_band: float = 0.0
 
     def to_json(self) -> dict:

@@ -6,7 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
-from specdec.lab.charts.style import MUTED_COLOR, P_COLOR, SPEC_COLOR, styled
+from specdec.views.charts.style import MUTED_COLOR, P_COLOR, SPEC_COLOR, styled
 
 
 def drafter_chart(rows: list[dict]) -> go.Figure:

@@ -33,7 +33,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specdec.config import HeadTrainingConfig
 from specdec.core.feature_head import FeatureHead, head_config
 from specdec.errors import SpecDecError
-from specdec.models.feature_head import HEAD_WEIGHTS, SHIPPED_HEAD, save_head
+from specdec.models.feature_head_files import HEAD_WEIGHTS, SHIPPED_HEAD, save_head
 from specdec.models.loading import LoadedModel, cpu_has_native_bf16
 from specdec.paths import HELD_OUT_PROMPT_SETS
 from specdec.training.campaign import (
@@ -45,7 +45,7 @@ from specdec.training.campaign import (
 from specdec.training.data import Example, make_shards, right_padded, write_shards
 from specdec.training.features import target_features, target_layer_features
 from specdec.training.losses import sampled_candidates
-from specdec.training.train import (
+from specdec.training.train_draft import (
     budget_spent,
     draw_batch,
     draw_weights,

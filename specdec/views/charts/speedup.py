@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specdec.core.metrics import SpeedupTheory, expected_speedup
-from specdec.lab.charts.style import (
+from specdec.views.charts.style import (
     ACCEPT_COLOR,
     LANE_COLORS,
     MUTED_COLOR,

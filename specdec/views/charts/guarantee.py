@@ -6,7 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
-from specdec.lab.charts.style import (
+from specdec.views.charts.style import (
     P_COLOR,
     PLAIN_COLOR,
     Q_COLOR,
@@ -15,7 +15,7 @@ from specdec.lab.charts.style import (
     styled,
     token_names,
 )
-from specdec.lab.stats import wilson_interval
+from specdec.measure.stats import wilson_interval
 
 
 def toy_chart(

@@ -22,8 +22,8 @@ from specdec.core.output_law import acceptance, output_law, replacement, tv_from
 from specdec.core.rounds import draft_thresholds
 from specdec.core.sampling import sample, warp_probs
 from specdec.errors import SpecDecError
-from specdec.lab.lock import MODEL_LOCK
-from specdec.lab.rule_expression import PRESETS, RuleExpression, check_replacement, parse_rule
+from specdec.serving.lock import MODEL_LOCK
+from specdec.measure.rule_expression import PRESETS, RuleExpression, check_replacement, parse_rule
 from specdec.models.runs import RunModels
 
 YOURS = "yours"  # the name a student's rule goes by in a trial

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specdec.lab.charts.style import ACCEPT_COLOR, LANE_COLORS, MUTED_COLOR, P_COLOR, styled
+from specdec.views.charts.style import ACCEPT_COLOR, LANE_COLORS, MUTED_COLOR, P_COLOR, styled
 
 
 def forward_cost_chart(rows: list[dict], load_costs: dict[int, float] | None = None) -> go.Figure:

@@ -7,7 +7,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec.lab.charts.style import (
+from specdec.views.charts.style import (
     ACCEPT_COLOR,
     LANE_COLORS,
     MUTED_COLOR,

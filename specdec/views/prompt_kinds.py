@@ -9,7 +9,7 @@ their length included, differ from kind to kind, and the feedback never says oth
 
 from __future__ import annotations
 
-from specdec.lab.numbers import figure
+from specdec.views.numbers import figure
 
 RIGHT = "predictability"
 CHOICES = {

@@ -15,11 +15,11 @@ No Streamlit here. One module per page, in the order a class meets them, and the
 Pages call them as `charts.<name>`; every builder is re-exported here.
 """
 
-from specdec.lab.charts.batch_class import batch_cost_chart, batch_ratio_chart, batch_throughput_chart
-from specdec.lab.charts.code_vs_prose import category_chart
-from specdec.lab.charts.guarantee import empirical_chart, toy_chart
-from specdec.lab.charts.idle_machine import forward_cost_chart, round_breakdown_chart
-from specdec.lab.charts.rounds import (
+from specdec.views.charts.batch_class import batch_cost_chart, batch_ratio_chart, batch_throughput_chart
+from specdec.views.charts.code_vs_prose import category_chart
+from specdec.views.charts.guarantee import empirical_chart, toy_chart
+from specdec.views.charts.idle_machine import forward_cost_chart, round_breakdown_chart
+from specdec.views.charts.rounds import (
     GREEDY_ZONE,
     TIMELINE_COLORS,
     TIMELINE_PICK,
@@ -33,14 +33,14 @@ from specdec.lab.charts.rounds import (
     timeline_chart,
     timeline_rows,
 )
-from specdec.lab.charts.rule_trial import (
+from specdec.views.charts.rule_trial import (
     RULE_COLORS,
     band_headline,
     exact_law_chart,
     rule_trial_chart,
     temperature_sweep_chart,
 )
-from specdec.lab.charts.speedup import (
+from specdec.views.charts.speedup import (
     acceptance_rounds_chart,
     accepted_length_chart,
     cumulative_speedup_chart,
@@ -48,8 +48,8 @@ from specdec.lab.charts.speedup import (
     race_chart,
     speedup_curve_chart,
 )
-from specdec.lab.charts.student import calibration_chart
-from specdec.lab.charts.style import (
+from specdec.views.charts.student import calibration_chart
+from specdec.views.charts.style import (
     ACCEPT_COLOR,
     BONUS_COLOR,
     HIGHLIGHT_LINE,
@@ -64,7 +64,7 @@ from specdec.lab.charts.style import (
     SPEC_COLOR,
     THEORY_COLOR,
 )
-from specdec.lab.charts.variants import drafter_chart
+from specdec.views.charts.variants import drafter_chart
 
 __all__ = [
     "P_COLOR",

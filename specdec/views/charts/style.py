@@ -11,7 +11,7 @@ import re
 
 import plotly.graph_objects as go
 
-from specdec.lab.tokens import MAX_TOKEN_CHARS, capped
+from specdec.views.tokens import MAX_TOKEN_CHARS, capped
 
 P_COLOR, Q_COLOR, RESIDUAL_COLOR = "#1e88e5", "#8e24aa", "#ef6c00"
 ACCEPT_COLOR, REJECT_COLOR, BONUS_COLOR, MUTED_COLOR = "#2e7d32", "#c62828", "#1565c0", "#bdbdbd"
@@ -23,7 +23,7 @@ LANE_COLORS = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 
 def token_names(token_ids: list[int], labels: dict[int, str], width: int = MAX_TOKEN_CHARS) -> list[str]:
     """Escaped, unique category names (two tokens can look alike, e.g. two unknown bytes), at most
-    `width` characters before escaping (specdec.lab.tokens: one way to show a token everywhere)."""
+    `width` characters before escaping (specdec.views.tokens: one way to show a token everywhere)."""
     names, seen = [], set()
     for token_id in token_ids:
         name = html.escape(capped(labels.get(token_id, f"<id {token_id}>"), width))

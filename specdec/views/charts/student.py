@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specdec.lab.charts.style import MUTED_COLOR, P_COLOR, RESIDUAL_COLOR, styled
+from specdec.views.charts.style import MUTED_COLOR, P_COLOR, RESIDUAL_COLOR, styled
 
 
 def calibration_chart(calibration: list[dict], count_guesses: list[dict]) -> go.Figure:

@@ -38,7 +38,7 @@ NAMES = ("p", "q", "pmax", "H")
 # Elementwise functions of one argument; min and max (None) take any number of arguments.
 FUNCTIONS = {"min": None, "max": None, "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log,
              "abs": torch.abs}  # fmt: skip
-# The four built-in rules as (expression, replacement): their exact laws come from these (lab.exact).
+# The four built-in rules as (expression, replacement): their exact laws come from these (measure.exact).
 PRESETS = {
     SPECULATIVE: ("min(1, p/q)", RESIDUAL),
     TOP_CHOICE: ("p == pmax", TARGET),  # x is the argmax (a tie would keep both; argmax takes the first)
