@@ -14,7 +14,7 @@ from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfi
 from specdec.errors import SpecDecError
 from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, LoadedModel
 from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS, LATER_PROMPT_SETS
-from specdec.training import campaign, train
+from specdec.training import campaign, train_draft
 from specdec.training.campaign import (
     Answer,
     existing_shards,
