@@ -21,12 +21,12 @@ the other rows (up to floating-point summation order in a wider pass, ~1e-6 of a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+from specdec import clock
 from specdec.config import SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.core.batch_cache import NONE, BatchCachedModel
@@ -101,12 +101,12 @@ def batch_speculative_rounds(
         ks = [min(caps[row], max_new_tokens - num_new[row] - 1) for row in rows]
 
         # 1. Draft: every row at once, each with its own generator.
-        start = time.perf_counter()
+        start = clock.now()
         target_before, draft_before = target.lengths, drafter.cache_lengths
         drafts = drafter.propose([tokens[row] for row in rows], ks, sampling,
                                  [generators[row] for row in rows], thresholds)
         draft_drafted = drafter.cache_lengths
-        drafted = time.perf_counter()
+        drafted = clock.now()
 
         # 2. Verify: one target pass over every row's [last token, x_1..x_k].
         fed = [[tokens[row][-1], *draft.tokens.tolist()] for row, draft in zip(rows, drafts, strict=True)]
@@ -119,7 +119,7 @@ def batch_speculative_rounds(
         judged = [judge(rule, sampling.greedy, draft, probs, generators[row])
                   for row, draft, probs in zip(rows, drafts, target_probs, strict=True)]  # fmt: skip
         verdicts, expected = [v for v, _ in judged], [e for _, e in judged]
-        verified = time.perf_counter()
+        verified = clock.now()
 
         # 4. Emit, then roll both caches back per row to the context and its accepted drafts.
         surviving, contexts, emitted, finished = [], [], [], set()
@@ -169,7 +169,7 @@ def batch_target_only_steps(
     rows = list(range(len(prompts)))
     index = 0
     while rows:
-        start = time.perf_counter()
+        start = clock.now()
         logits = target.extend([[tokens[row][-1]] for row in rows])  # per row (1, vocab)
         probs = warp_probs(torch.cat(logits), sampling)  # (rows, vocab): the warp works row by row
         new = [int(sample(probs[i : i + 1], sampling, generators[row])) for i, row in enumerate(rows)]
@@ -178,7 +178,7 @@ def batch_target_only_steps(
             tokens[row].append(token)
             if token in stop_token_ids or len(tokens[row]) - len(prompts[row]) >= max_new_tokens:
                 finished.add(row)
-        yield BatchStep(index, list(rows), new, time.perf_counter() - start,
+        yield BatchStep(index, list(rows), new, clock.now() - start,
                         [r for r in rows if r in finished])
         rows = _leave(rows, finished, target)
         index += 1

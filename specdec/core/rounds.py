@@ -6,12 +6,12 @@ step through them, and metrics can be computed from them afterwards.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import torch
 
+from specdec import clock
 from specdec.config import SamplingConfig, Settings
 from specdec.core import stopwatch
 from specdec.core.acceptance import RULES, Rule, Verdict, greedy_accept, greedy_expected
@@ -228,12 +228,12 @@ def speculative_rounds(
         k = min(cap, max_new_tokens - num_new - 1)
 
         # 1. Draft: up to k tokens, each with the distribution q it was drawn from.
-        start = time.perf_counter()
+        start = clock.now()
         target_before, draft_before = target.cache_length, drafter.cache_length
         with stopwatch.stage(DRAFT):
             draft = drafter.propose(tokens, k, sampling, generator, thresholds)
         draft_drafted = drafter.cache_length
-        drafted = time.perf_counter()
+        drafted = clock.now()
 
         # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions
         #    (at T = 0 maybe with the draft's second choices beside some drafts: core.siblings).
@@ -250,7 +250,7 @@ def speculative_rounds(
             chain_probs = target_probs[: num_drafted + 1]  # p at the drafts' positions and after them
             verdict, expected = judge(rule, sampling.greedy, draft, chain_probs, generator)
             kept_sibling = siblings.kept(verdict.num_accepted, verdict.next_token)
-        verified = time.perf_counter()
+        verified = clock.now()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
         # A kept sibling is the target's own token at the rejection; the token after it comes free.
@@ -299,10 +299,10 @@ def target_only_steps(
     for _ in prefill(target, tokens):
         pass
     for index in range(max_new_tokens):
-        start = time.perf_counter()
+        start = clock.now()
         probs = warp_probs(target.extend(tokens[-1:]), sampling)  # (1, vocab)
         token = int(sample(probs, sampling, generator))
         tokens.append(token)
-        yield TargetStep(index, token, time.perf_counter() - start)
+        yield TargetStep(index, token, clock.now() - start)
         if token in stop_token_ids:
             return
