@@ -1,6 +1,4 @@
 import os
-import sys
-from pathlib import Path
 
 # The tests run small models on 1 to a few tokens at a time: one thread is faster than two on a
 # shared 2-core machine (less contention), and it must be set before torch is imported.
@@ -10,8 +8,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("SPECDEC_PASS_COSTS", "1")
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_models, browser helpers
 
 # tiny_models (torch and transformers, seconds to import) is imported by the fixtures that use it, not
 # here: the quick loop's controlling process loads this file too, before its workers start.
