@@ -15,8 +15,8 @@ from pathlib import Path
 _IMPORTS_STARTED = time.perf_counter()  # the status box's start-up split: what the imports below take
 
 # One CPU thread per model call, unless OMP_NUM_THREADS says otherwise. Decoding works on 1 to γ+1
-# tokens, too little to split; on a small shared machine (2 cores, another process busy) a Step took
-# 60 ms median with 1 thread and 300 ms (spikes of 4 s) with 2. Must be set before torch is imported.
+# tokens, too little to split, and on a small shared machine a second thread made Steps slower and
+# spikier (docs/LOG.md, "Figures that lived in code comments"). Must be set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402

@@ -13,10 +13,10 @@ from specdec.views import charts, numbers
 from specdec.measure import exact, rules
 from specdec.models.pair import ModelPair
 
-# A quick default run: 150 samples took 62.5 s in the app on the 2-core machine with the bundled pair; 80
-# take 17 s of compute (about half of that), with the time left shown as it runs. At the first ready
-# prompt they catch Medusa's rule, keep both lossless rules inside the noise band, and say why the top
-# choice's smaller loss is not caught there (and offer the position where it shows).
+# A quick default run, with the time left shown as it runs: enough samples at the first ready prompt to
+# catch Medusa's rule, keep both lossless rules inside the noise band, and say why the top choice's
+# smaller loss is not caught there (and offer the position where it shows); the timings are in
+# docs/LOG.md, "Figures that lived in code comments".
 DEFAULT_SAMPLES = 80
 QUIZ_DISTRACTOR = "speculation only applies at temperature zero"
 

@@ -77,9 +77,9 @@ TOKEN_CSS = """
 """
 # The round view: each Step reruns its fragment, and Streamlit fades the fragment's elements while it
 # runs (after 0.5 s, over 1 s). A Step normally shows within that delay; on a busy classroom server it
-# does not, and then every waiting browser repaints the fade frame by frame: about a sixth of the
-# browsers' CPU per Step with 8 sessions on 2 cores (scripts/load_test.py). A queued Step says so in
-# words.
+# does not, and then every waiting browser repaints the fade frame by frame, a large share of the
+# browsers' CPU (scripts/load_test.py; docs/LOG.md, "Figures that lived in code comments"). A queued
+# Step says so in words.
 STEADY_WHILE_RUNNING_CSS = """
 <style>
 [data-testid="stElementContainer"][data-stale="true"] {opacity: 1; transition: none;}

@@ -19,8 +19,9 @@ from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 COPY_HEAVY = ASSETS / "prompt_sets" / "copy_heavy.json"
-# The demo's first prompt: "Repeat this sentence exactly three times", which the target copies at T = 0
-# (lookup 2.4 tokens per pass on 2026-12-06; the list-copying prompt got 1.0: the target wrote its own).
+# The demo's first prompt: "Repeat this sentence exactly three times", which the target copies at T = 0,
+# so lookup has something to copy (a list-copying prompt did not: the target wrote its own list;
+# docs/LOG.md, "Figures that lived in code comments").
 DEFAULT_COPY_PROMPT = 0
 REDRAW_EVERY = 8  # passes between redraws of the live chart: drawing costs more than a pass
 FEATURE_HEAD_PICTURE = """digraph {

@@ -7,9 +7,9 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 # Prompts no training run has seen (a test checks): what bench and the draft's figures measure on.
 HELD_OUT_PROMPT_SETS = {name: ASSETS / "prompts" / f"{name}.json"
                         for name in ("code", "structured", "prose", "math", "questions", "summaries")}
-# Prompts of the same six kinds written after the drafters and their settings were chosen (2026-12-06):
-# a check of the choice on text it was not tuned to. Nothing trains on them (the same test) and nothing
-# is chosen by them.
+# Prompts of the same six kinds written after the drafters and their settings were chosen (docs/LOG.md,
+# "Prompts written after the choices"): a check of the choice on text it was not tuned to. Nothing
+# trains on them (the same test) and nothing is chosen by them.
 LATER_PROMPT_SETS = {name: ASSETS / "prompts" / "later" / f"{name}.json" for name in HELD_OUT_PROMPT_SETS}
 # The two the draft's training run evaluates on as it goes (code, which it learned, and prose); the
 # feature head's evaluates on every held-out set.

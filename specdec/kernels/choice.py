@@ -3,11 +3,10 @@ once per machine and model at load, the figures kept for later processes (kept_t
 specdec/models/loading.py applies them, and the engine reads only the pass costs, handed to it as
 numbers.
 
-The fastest layout for one token need not be the fastest for several: on a 2-core Intel Xeon with
-AVX-512 (2026-12-02, scripts/round_breakdown.py) passes over 1 and 2 tokens took 33.8 and 35.8 ms in
-rows and 45.4 and 58.1 ms packed, while 5 and 12 tokens took 55.3 and 84.6 ms in rows and 53.8 and
-61.8 ms packed. So the choice is made per pass size: one-token passes get the layout that runs them
-fastest, and verification passes the layout, and the size it takes over from, that spends least over
+The fastest layout for one token need not be the fastest for several: on some CPUs rows runs short
+passes fastest and packed long ones (docs/LOG.md, "One layout per pass size"; scripts/round_breakdown.py
+times them side by side). So the choice is made per pass size: one-token passes get the layout that
+runs them fastest, and verification passes the layout, and the size it takes over from, that spends least over
 passes of 2 to 8 tokens (VERIFIED_SIZES); where that is another layout the model gets a split layout such as
 "rows/packed@4" (fewer than 4 token rows in rows, 4 and more packed). Plain decoding and drafting
 then run in the first, long verification passes in the second, and target-only decoding, the
@@ -124,11 +123,9 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
     """A draft on a CPU in whichever precision drafts a token fastest here (a draft feeds one token at a
     time): fp32, bf16 where the CPU has bf16 math (`model` is given in bf16 only there), and with `int8`
     int8 weights (`Int8Linear`), each of the first two in its fastest layout; timed once per machine and
-    model, the candidates in turns, each pass after a sweep of the CPU's caches (`decide` below). On the
-    Intel Xeon the bundled draft took 1.4 ms a token in bf16 packed, 1.7 ms in bf16 rows and 1.8-2.0 ms
-    in fp32 (2026-12-02); on the AMD EPYC with AVX2 only, int8 weights won, a drafted token costing
-    0.07-0.09 target steps against 0.09-0.14 in fp32 (bench's c, 2026-12-03); on the AMD EPYC with
-    AVX-512 held to AVX2 kernels, 0.084-0.090 on code against 0.114 in fp32 (2026-12-05). A draft's
+    model, the candidates in turns, each pass after a sweep of the CPU's caches (`decide` below): which
+    one wins differs from CPU to CPU (docs/LOG.md, "Packed weights, and longer drafts", "Int8 draft
+    weights" and "A drafted token's price within rounds" have the figures). A draft's
     numbers change q and nothing else: the acceptance rule keeps the output the target's whatever the
     precision. `model` itself is returned or left as it was."""
     fp32 = model if model.dtype == torch.float32 else copy.deepcopy(model).float()
@@ -195,9 +192,9 @@ def _fastest_passes(model: nn.Module, layouts: tuple[str, ...], sizes: range, sw
 
 
 # The verification passes a layout is chosen for: at the default γ 6 a round verifies up to 7 tokens, and
-# code's rounds often do. (Timed over 2 to 5 tokens only, with AVX2 kernels on the AMD EPYC with AVX-512
-# columns and packed ran level at 5 and the choice flipped between them, though packed ran passes over 6
-# and 7 tokens a tenth cheaper: 1.65-1.77 one-token passes against 1.86-1.98, 2026-12-05.)
+# code's rounds often do. Choosing over shorter passes only can keep a layout that ties at the largest
+# size looked at and loses on the 6- and 7-token passes rounds pay for (docs/LOG.md, "Second choices
+# beside the drafts", "A layout fix found on the way").
 VERIFIED_SIZES = range(2, 9)
 
 
@@ -214,9 +211,8 @@ def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
         return sum(fastest[few if size < many_from else many, size] for size in sizes[1:])
 
     # The layout for verification passes and the size it takes over from: whichever spends least over
-    # passes of 2 to 8 tokens. (Read off one size, the 5-token pass, where two layouts ran level within
-    # the noise, the choice flipped between rows throughout and packed from 2, which ran 2 to 4 tokens
-    # a tenth faster with AVX2 kernels.)
+    # passes of 2 to 8 tokens. (Read off one size, where two layouts can run level within the noise,
+    # the choice flips between them and may keep one that loses on the sizes around it.)
     many, many_from = min(itertools.product(layouts, VERIFIED_SIZES), key=verification_seconds)
     return split_layout(few, many, many_from)
 

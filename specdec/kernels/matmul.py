@@ -9,31 +9,26 @@ Four layouts compute the same numbers (only the summation order differs):
 - mkl: MKL's packed matrix product (cblas_sgemm_pack), fp32 only (`MklLinear`).
 
 Decoding feeds a linear layer one to a few token rows, so its cost is reading the weights from
-memory. Both forms are one BLAS call with the same numbers, but on the 2-core machine MKL reads the
-weights far faster in the second: one token through SmolLM2-135M took 53 ms as `x @ Wᵀ` (a
-single-threaded matrix-vector product) and 32 ms as `W @ xᵀ`, and a pass over 5 tokens 70 ms and
-48 ms (the app's idle-machine page times the passes on any machine). Which form is faster depends on
-the CPU and the BLAS, so the layout is picked per process by timing the model itself once at load
-(choice.py), not assumed; SPECDEC_MATMUL=rows, columns, packed, mkl (or a split of two: choice.py)
-fixes it. Only the summation order changes, by ~1e-5 in the logits, and a run keeps its layouts
-throughout, so a seed replays exactly.
+memory. Both forms are one BLAS call with the same numbers, but MKL may run the first for one token as
+a single-threaded matrix-vector product and read the weights far faster in the second (docs/LOG.md,
+"Rows or columns: where a round's time goes"; the app's idle-machine page times the passes on any
+machine). Which form is faster depends on the CPU and the BLAS, so the layout is picked per process
+by timing the model itself once at load (choice.py), not assumed; SPECDEC_MATMUL=rows, columns,
+packed, mkl (or a split of two: choice.py) fixes it. Only the summation order changes, by ~1e-5 in the
+logits, and a run keeps its layouts throughout, so a seed replays exactly.
 
-Packed goes further: MKL multiplies a few columns at ~70 GFLOP/s here, a small part of what the
-cores can do, so past 4 tokens a pass costs more with every token, while oneDNN's kernels for a
-reordered weight stay near the memory's pace: a pass over 1 token took 24.5 ms packed, over 2 to 6
-tokens 27-32 ms and over 8 32.7 ms, against 26.5, 26-44 and 51.9 ms in columns
-(scripts/round_breakdown.py, 2026-12-02, the 2-core AMD EPYC with AVX-512; a later run: 23.7 ms for
-one token, 24.5 for 6, 25.8 for 8). The reordered copy is made on first use and kept beside the
-weight (which the tied embedding and training still read), so a model takes twice its weights' memory
-in this layout.
+Packed goes further: MKL multiplies a few columns at a small part of what the cores can do, so past a
+few tokens a pass costs more with every token, while oneDNN's kernels for a reordered weight stay near
+the memory's pace, so passes over 1 to 8 tokens cost about the same (docs/LOG.md, "Packed: oneDNN's
+reordered weights"; docs/explanation/cpu-pass-cost.md, "Layouts"). The reordered copy is made on first
+use and kept beside the weight (which the tied embedding and training still read), so a model takes
+twice its weights' memory in this layout.
 
 MKL's own packed product (cblas_sgemm_pack, as PyTorch's compiler multiplies frozen fp32 models) keeps
-passes over a few tokens nearer still to the pace of one: on a 2-core Intel Xeon with AVX2 kernels
-(2026-12-03, scripts/round_breakdown.py) passes over 2 to 8 tokens took 51-63 ms in mkl, against
-78-96 ms in rows and 67-105 ms packed, and one token 54.5 ms in rows. Its reordered copy is made for 8
-rows, which multiplied the target's linear layers over 1 to 8 rows as fast as any other choice in a
-timing of those layers alone; made for 2 or 4 rows, it ran 5 to 8 rows clearly slower there with AVX2
-kernels. Like packed's, the copy
+passes over a few tokens nearer still to the pace of one on some CPUs (docs/LOG.md, "MKL's packed
+product: cheaper verification passes"). Its reordered copy is made for 8 rows, which multiplied the
+target's linear layers over 1 to 8 rows as fast as any other choice in a timing of those layers alone;
+made for 2 or 4 rows, it ran 5 to 8 rows clearly slower with AVX2 kernels. Like packed's, the copy
 sits beside the weight: twice the weights' memory.
 
 A draft may go further than a layout (`Int8Linear`, chosen by choice.faster_precision, never by
@@ -59,11 +54,11 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     count = rows.shape[0]
     if count == 1:
         # Two identical columns take MKL's threaded matrix product, not its matrix-vector one. (cat, not
-        # repeat: repeat's copy cost ~10 µs more per linear layer, 2-3 ms of a 30 ms SmolLM2-135M step.)
+        # repeat: repeat's copy is dearer per linear layer; docs/LOG.md, "Rows or columns".)
         rows = torch.cat([rows, rows])
     elif count % 4 == 3:
-        # MKL multiplies columns in blocks of four and is slow on a remainder of three: a pass over
-        # SmolLM2-135M took 40.7 ms for 3 tokens and 38.0 ms for 4 (61 ms for 7, 57 ms for 8).
+        # MKL multiplies columns in blocks of four and is slow on a remainder of three, so a 3-token pass
+        # padded to 4 costs less than unpadded (docs/LOG.md, "Rows or columns").
         rows = torch.cat([rows, rows[-1:]])
     # Contiguous output: the next layer must get rows in the usual layout, or MKL slows down again.
     return (weight @ rows.T).T[:count].contiguous()
@@ -71,9 +66,8 @@ def linear_columns(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 # MKL multiplies a few columns slowly against a long inner dimension, as SmolLM2-135M's MLP
 # down-projection (1536 inputs) has. Split into two halves of its inputs, summed, a columns pass over 3
-# to 5 tokens took 34-35, 34-36 and 42-44 ms against 39, 39 and 45-48 whole
-# (scripts/round_breakdown.py, 2026-12-06, the 2-core AMD EPYC with AVX-512, held to AVX2 and not; a
-# third run, in a noisy hour, went the other way: docs/explanation/cpu-pass-cost.md).
+# to 5 tokens ran faster than whole in two runs of three (docs/LOG.md, "Two halves of a long layer";
+# docs/explanation/cpu-pass-cost.md).
 # The halves must be contiguous copies (slices of the weight ran slower than the whole), so such a
 # layer keeps them beside its weight. Layers with fewer inputs (576), and 1 or 2 tokens, stay whole:
 # split, they ran slower.

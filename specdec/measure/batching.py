@@ -244,8 +244,8 @@ def class_run(pair: ModelPair, prompts: list[list[int]], settings: Settings,
     """The page's measurement, step by step: ("batch", BatchPoint) per batch size, then (`cost`)
     ("cost", row) per point of the cost curve: B rows of 1, 2, ... γ + 1 tokens each (class_steps in
     all). Every count is timed, not interpolated: on a CPU the cost is far from smooth in the tokens
-    (on the 2-core machine 4 rows × 3 tokens took 115 ms, 8 rows × 1 token 74 ms: docs/LOG.md, "A
-    class is a batch: speculation under load")."""
+    (fewer tokens in a pass can cost more: docs/LOG.md, "A class is a batch: speculation under
+    load")."""
     for point in batch_sweep(pair, prompts, settings, batch_sizes):
         yield "batch", point
     if cost:
@@ -258,9 +258,9 @@ def class_steps(settings: Settings, batch_sizes=BATCH_SIZES, cost: bool = True) 
     return len(batch_sizes) * (1 + (settings.gamma + 1 if cost else 0))
 
 
-# Tokens in one pass from which it costs about twice a one-token pass: the cost curve of 2026-12-01
-# (docs/LOG.md, "A class is a batch: speculation under load"; 1 row 33 ms, 8 tokens 74 ms, 16 tokens
-# 96 ms, 80 tokens 263 ms). Only the shape of the time-left estimate uses it; its pace is measured.
+# Tokens in one pass from which it costs about twice a one-token pass, read off a measured cost curve
+# (docs/LOG.md, "A class is a batch: speculation under load"). Only the shape of the time-left
+# estimate uses it; its pace is measured.
 PASS_KNEE = 8
 
 

@@ -203,7 +203,7 @@ SETUP_HINT = "run ./start.sh (or `pip install -r requirements.txt`) and try agai
 
 
 def _convert_bundled(staging: Path) -> None:
-    """GGUF -> a plain safetensors folder, once. Loading the GGUF takes ~20 s; the folder < 1 s."""
+    """GGUF -> a plain safetensors folder, once: the folder loads far faster than the GGUF."""
     gguf = bundled_gguf()
     if missing := [p for p in CONVERSION_PACKAGES if importlib.util.find_spec(p) is None]:
         raise SpecDecError(f"the first load converts the bundled model from its GGUF file and needs the "
@@ -353,8 +353,7 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
         # Let SDPA read grouped key/value heads as they are stored (enable_gqa). transformers does so
         # only for unmasked calls, as its CUDA kernels need; a pass over several tokens is masked and
         # would copy every layer's keys and values once per query group. Bit for bit the same logits;
-        # faster verification passes (docs/LOG.md, "The first full bench": code set, default drafter
-        # 1.59x -> 1.63x).
+        # faster verification passes (docs/LOG.md, "The first full bench").
         os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
     path = resolve_model_path(name)
     transformers_logging.disable_progress_bar()  # a load from disk takes a second; no bar needed

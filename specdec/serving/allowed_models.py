@@ -110,6 +110,7 @@ class PairShelf:
     @staticmethod
     def _after_load() -> None:
         # Streamlit collects garbage after every script run, and a full collection walks every object
-        # of the loaded models: ~300 ms with the GIL held, during which no reply reaches any browser.
+        # of the loaded models, with the GIL held, during which no reply reaches any browser
+        # (docs/LOG.md, "Figures that lived in code comments").
         # Frozen objects are left out of collections until _drop unfreezes them.
         gc.freeze()

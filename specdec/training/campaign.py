@@ -113,8 +113,8 @@ def answer_shard(target: LoadedModel, prompts: list[tuple[str, str]], max_new_to
                  short_prompt: int = SHORT_PROMPT, greedy: bool = False) -> list[Answer]:
     """answer_batch over a shard's prompts in two groups, prompts up to `short_prompt` tokens and longer
     ones, so that a few long passages (copy and edit tasks) do not pad every row of the batch: a step's
-    cost grows with batch x cache length (measured here: 64 rows, 1 new token, bf16: 90 ms after 60
-    cached tokens, 260 ms after 300). Answers come back in the prompts' order."""
+    cost grows with batch x cache length (docs/LOG.md, "Figures that lived in code comments"). Answers
+    come back in the prompts' order."""
     lengths = [len(target.chat_ids(prompt)) for _, prompt in prompts]
     short = [i for i, n in enumerate(lengths) if n <= short_prompt]
     long = [i for i, n in enumerate(lengths) if n > short_prompt]

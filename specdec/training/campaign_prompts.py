@@ -191,8 +191,9 @@ def stdlib_passages() -> tuple[tuple[str, ...], tuple[str, ...]]:
     classes and functions) of 150-900 characters, and top-level functions or classes of 150-900
     characters; sorted, so the same Python gives the same list.
 
-    Reading them parses the whole library (6 s on a 2-core machine), so they are kept in the cache
-    folder (~/.cache/specdec or $SPECDEC_CACHE), one file per Python version and library folder."""
+    Reading them parses the whole library (seconds: docs/LOG.md, "The fast loop under a minute"), so
+    they are kept in the cache folder (~/.cache/specdec or $SPECDEC_CACHE), one file per Python version
+    and library folder."""
     root = Path(sysconfig.get_paths()["stdlib"])
     tag = hashlib.sha256(f"{platform.python_version()} {root}".encode()).hexdigest()[:12]
     kept = cache_root() / f"stdlib-passages-{platform.python_version()}-{tag}.json"

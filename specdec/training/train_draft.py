@@ -298,8 +298,8 @@ def train_draft(
 
     order = torch.Generator().manual_seed(state["step"])
     weights = draw_weights(examples, config.code_share)
-    # On CUDA, or a CPU with bf16 math, the draft's forward runs in bf16 (as the head's does): ~0.7 s a
-    # step instead of ~1 s here. Its weights and the optimiser stay fp32.
+    # On CUDA, or a CPU with bf16 math, the draft's forward runs in bf16 (as the head's does): a cheaper
+    # step (docs/LOG.md, "Figures that lived in code comments"). Its weights and the optimiser stay fp32.
     bf16 = target.device.type == "cuda" or cpu_has_native_bf16()
 
     def progress() -> float:

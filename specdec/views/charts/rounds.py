@@ -219,8 +219,8 @@ def timeline_chart(traces: list[RoundTrace], labels: dict[int, str], shown: int)
     Clicking a column selects its round (TIMELINE_PICK). Token labels appear only in the tooltip,
     which Vega renders as text, not HTML. The rounds are the data; the spec never changes with them,
     so a browser updates the drawn chart's data instead of building a new one each Step, and the
-    server builds the spec with Altair once per process (building and validating it every Step took
-    ~18 ms, most of the server's drawing time for a Step).
+    server builds the spec with Altair once per process (building and validating it every Step was
+    most of the server's drawing time for a Step: docs/LOG.md, "Serving a class: the load test").
     """
     return VegaLiteFigure(pd.DataFrame(timeline_rows(traces, labels, shown)), copy.deepcopy(_timeline_spec()))
 
