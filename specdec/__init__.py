@@ -10,6 +10,7 @@ The package, layer by layer (each imports only from the layers above it in this 
                 (models/ applies it at load; core/ never imports it)
     models/     loading a target and its drafter, checking that they pair, and running them
     serving/    one server, many students: the models' lock, which models a link may load
+    classroom/  a class answering together: questions, class codes and keys, the store replicas share
     measure/    what the app and CLI measure: timed runs, rules on trial, samples, statistics
     views/      what the pages draw: stepped runs, KV-cache cells, quiz, links, charts
     training/   distilling the bundled target's draft model; training its feature head

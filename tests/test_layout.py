@@ -14,6 +14,7 @@ LAYERS = [
     {"specdec.kernels"},  # the CPU's speed machinery: the core never imports it, models apply it
     {"specdec.models"},
     {"specdec.serving"},  # the models' lock and which models a server may load
+    {"specdec.classroom"},  # a class answering together: its questions, links and store (no torch)
     {"specdec.measure", "specdec.training"},
     {"specdec.views"},  # what the pages draw; reads measure's statistics
     {"specdec.cli"},

@@ -5,4 +5,5 @@
     commands.py      what each command does once its arguments are parsed
     bench.py         side-by-side speed of every drafter against the target alone
     bench_report.py  bench's tables, and the rule that picks the default drafter
+    classroom.py     `class open | close | export`: a class's links and QR code, its end, its answers
 """

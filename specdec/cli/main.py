@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
+from specdec.cli.classroom import add_class_parser, run_class
 from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
 from specdec.model_names import check_drafter_name, check_pair_names
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_argument("--sampled", action="store_true", help="along the target's answers sampled at T = 1 "
                          "(seeded), the text T = 1 drafting meets, not its greedy answers")
     figures.add_argument("--json", action="store_true")
+    add_class_parser(commands)
     return parser
 
 
@@ -181,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         check_names(args)
+        if args.command == "class":  # no models, no torch
+            run_class(args)
+            return 0
         if getattr(args, "retime", False):
             os.environ["SPECDEC_RETIME"] = "1"  # kernels.kept_timings: time afresh, replace what is kept
         # Imported here so `--help`, argument errors and bad names answer without loading torch.
