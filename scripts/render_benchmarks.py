@@ -10,7 +10,9 @@ that `stamp` adds once, right after the run, on the machine that ran it:
     .venv/bin/python scripts/render_benchmarks.py          # rewrite docs/benchmarks.md and README's table
     .venv/bin/python scripts/render_benchmarks.py --check         # exit 1 where either differs
 
-`provenance`: date, commit, command, versions (Python, torch, transformers), and a note (optional).
+`provenance`: date, time (UTC), commit, command, versions (Python, torch, transformers), and a note
+(optional). Reports are shown newest first: by date, then time (or, where a report has none, the time
+of the commit it was run at), then file name; each under a heading of its own.
 """
 
 from __future__ import annotations
@@ -36,14 +38,31 @@ WIDE_UP_TO = 4  # a race of up to this many rows gets one column per row; a full
 # --- reading -------------------------------------------------------------------------------------------
 
 def load_reports(folder: Path = REPORTS) -> list[tuple[str, dict]]:
-    """(file name, report) for every report, newest first (by its provenance date, then name)."""
+    """(file name, report) for every report, newest first (by date, then time of day, then name)."""
     reports = [(path.name, json.loads(path.read_text(encoding="utf-8")))
                for path in sorted(folder.glob("*.json"))]
-    return sorted(reports, key=lambda item: (provenance(item[1]).get("date", ""), item[0]), reverse=True)
+    return sorted(reports, key=lambda item: (provenance(item[1]).get("date", ""), time_of_day(item[1]),
+                                             item[0]), reverse=True)
 
 
 def provenance(report: dict) -> dict:
     return report.get("provenance", {})
+
+
+def time_of_day(report: dict) -> str:
+    """"HH:MM" (UTC) of the run: the provenance's time, else the time of the commit the run was made at
+    (a report is stamped right after its run), else "" where neither is known."""
+    source = provenance(report)
+    if source.get("time"):
+        return source["time"]
+    commit = source.get("commit")
+    if not commit:
+        return ""
+    shown = subprocess.run(["git", "show", "-s", "--format=%ct", commit], capture_output=True, text=True,
+                           cwd=ROOT)
+    if shown.returncode != 0 or not shown.stdout.strip().isdigit():
+        return ""
+    return datetime.datetime.fromtimestamp(int(shown.stdout.strip()), datetime.UTC).strftime("%H:%M")
 
 
 def cpu_name(report: dict) -> str:
@@ -104,11 +123,27 @@ def set_names(report: dict) -> str:
 
 # --- one report --------------------------------------------------------------------------------------
 
-def header(name: str, report: dict) -> list[str]:
+def what_ran(report: dict) -> str:
+    """"batched decoding", "the default drafter", "5 drafters" or the one drafter's name."""
+    if is_batch(report):
+        return "batched decoding"
+    methods = [m for m in report["methods"] if m != TARGET_ONLY]
+    if len(methods) != 1:
+        return f"{len(methods)} drafters"
+    return "the default drafter" if methods[0] == report.get("default_method") else methods[0]
+
+
+def title(report: dict) -> str:
+    """A report's heading: when, what at which temperature, on which sets, on which machine."""
+    when = provenance(report).get("date", "date not recorded")
+    return (f"{when}: {what_ran(report)} at T = {float(report.get('temperature', 0.0)):g}, "
+            f"{set_names(report)} — {machine_name(report)}")
+
+
+def header(name: str, report: dict, heading: str | None = None) -> list[str]:
     source = provenance(report)
-    sets = set_names(report)
     commit = source.get("commit", "not recorded")
-    lines = [f"## {sets} — {machine_name(report)}, {source.get('date', 'date not recorded')}", "",
+    lines = [f"## {heading or title(report)}", "",
              f"- CPU: {cpu_name(report)}"]
     gpu = report.get("gpu")
     if gpu:
@@ -180,14 +215,21 @@ def is_batch(report: dict) -> bool:
     return any("batch_sizes" in entry for entry in report["sets"].values())
 
 
-def report_section(name: str, report: dict) -> list[str]:
+def report_section(name: str, report: dict, heading: str | None = None) -> list[str]:
     if is_batch(report):
         table = batch_table(report)
     elif len(report["methods"]) - 1 <= WIDE_UP_TO:
         table = race_table(report)
     else:
         table = full_table(report)
-    return header(name, report) + table + [""]
+    return header(name, report, heading) + table + [""]
+
+
+def headings(reports: list[tuple[str, dict]]) -> list[str]:
+    """Each report's title, its file name added where two titles would read the same."""
+    titles = [title(report) for _, report in reports]
+    return [text + (f" ({name})" if titles.count(text) > 1 else "")
+            for text, (name, _) in zip(titles, reports, strict=True)]
 
 
 # --- the summary: the default drafter on the held-out kinds, one row per CPU ------------------------------
@@ -248,8 +290,8 @@ def render_page(reports: list[tuple[str, dict]]) -> str:
         summary_table(reports).replace("](docs/", "]("),
         "",
     ]
-    for name, report in reports:
-        lines += report_section(name, report)
+    for (name, report), heading in zip(reports, headings(reports), strict=True):
+        lines += report_section(name, report, heading)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -271,8 +313,10 @@ def stamp(path: Path, command: str, note: str | None) -> None:
     report = json.loads(path.read_text(encoding="utf-8"))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip() or "unknown"
+    now = datetime.datetime.now(datetime.UTC)
     report["provenance"] = {
-        "date": datetime.date.today().isoformat(),
+        "date": now.date().isoformat(),
+        "time": now.strftime("%H:%M"),
         "commit": commit,
         "command": command,
         "versions": {"Python": platform.python_version(), "torch": torch.__version__,
