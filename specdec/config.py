@@ -38,6 +38,13 @@ SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL = "speculative", "top-choice", 
 RULE_NAMES = (SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL)
 LOSSY_RULES = (TOP_CHOICE, TYPICAL)  # not distributed as the target at T > 0
 
+# Rules for several candidates at one position, a tree's siblings (core.tree_rule.TREE_RULES holds them):
+# without replacement is the engine's own.
+WITHOUT_REPLACEMENT, WITH_REPLACEMENT = "without-replacement", "with-replacement"
+Q_KEPT, TOP_K_AS_SAMPLED = "q-kept", "top-k-as-sampled"
+TREE_RULE_NAMES = (WITHOUT_REPLACEMENT, WITH_REPLACEMENT, Q_KEPT, TOP_K_AS_SAMPLED)
+LOSSY_TREE_RULES = (Q_KEPT, TOP_K_AS_SAMPLED)
+
 # What a draft's training may lower (training/losses.py): forward KL, total variation, or their mean.
 DRAFT_LOSSES = ("kl", "tvd", "mix")
 

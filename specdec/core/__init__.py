@@ -13,6 +13,8 @@ costs) and a callable (a draft's one-token step).
     drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
                      n-gram prompt lookup, or lookup first and a model or head elsewhere
     siblings.py      the draft's second choices, verified beside its first in the same pass
+    tree_rule.py     several candidates at one position: drawn without replacement, judged in turn
+                     against what the rejections leave (exact); the other multi-candidate rules
     stopwatch.py     named stages of the round loop, timed only while someone measures
     rounds.py        the round loop: draft, verify in one pass, accept, roll back both caches;
                      and the adaptive cap on the next round's drafts
