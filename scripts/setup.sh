@@ -8,7 +8,14 @@ cd "$(dirname "$0")/.."
 mode="${1:-app}"
 python="${PYTHON:-python3}"
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup: specdec needs Python 3.11 or later; $python is $("$python" --version 2>&1 || echo missing)." \
+         "Name another with PYTHON=python3.11 $0" >&2
+    exit 1
+  fi
+  "$python" -m venv .venv
+fi
 requirements=requirements.txt
 [ "$mode" = test ] && requirements=requirements-test.txt
 stamp=".venv/.installed-$(cat requirements.txt requirements-test.txt scripts/setup.sh | sha256sum | cut -c1-16)-$mode"
