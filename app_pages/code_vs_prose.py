@@ -176,11 +176,7 @@ elif ran:
     rows, finished = ran
     if not finished:
         st.warning("Stopped: the results below cover the prompts run so far.")
-    saved = {"target": pair.target.name, "drafter": pair.drafter_name,
-             "settings": {"gamma": settings.gamma, "temperature": settings.sampling.temperature,
-                          "top_k": settings.sampling.top_k, "top_p": settings.sampling.top_p,
-                          "max_new_tokens": settings.max_new_tokens, "chat": bool(st.session_state["chat"])},
-             "rows": rows}  # fmt: skip
+    saved = timing.saved_results(pair, settings, bool(st.session_state["chat"]), rows)
 else:
     st.info("Press **Run the prompt sets**, or reload saved results.")
     st.stop()

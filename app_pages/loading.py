@@ -15,8 +15,6 @@ import streamlit as st
 from app_pages.sidebar import current_settings, server_limits, server_limits_problem
 from specdec.config import Settings
 from specdec.errors import SpecDecError, first_line, is_out_of_memory, out_of_memory_message
-from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
-from specdec.views.stepper import LiveRuns
 from specdec.model_names import check_pair_names
 from specdec.models.pair import NGRAM, ModelPair
 from specdec.models.startup import (
@@ -27,6 +25,8 @@ from specdec.models.startup import (
     note_load_seconds,
     timed_load,
 )
+from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
+from specdec.views.stepper import LiveRuns
 
 
 def waiting_message(ahead: int) -> str:
@@ -40,7 +40,7 @@ def pair_shelf() -> PairShelf:
     return PairShelf(lambda target: ModelPair.load(target, NGRAM))
 
 
-def _load_pair(target: str, drafter: str) -> ModelPair:
+def pair_for(target: str, drafter: str) -> ModelPair:
     """Weights and tokenizers only, loaded once per process: a new drafter loads only the drafter."""
     return pair_shelf().get(target, drafter)
 
@@ -151,9 +151,9 @@ def _load_or_explain(
         check_allowed(target, drafter, allowed_models(os.environ))
         splits = startup_splits()
         if (target, drafter) in splits:  # loaded (and its names checked) already: every rerun comes here
-            return _load_pair(target, drafter), None
+            return pair_for(target, drafter), None
         check_pair_names(target, drafter)  # a mistyped name fails before the target loads
-        pair, split = timed_load(lambda: _load_pair(target, drafter), splits.get("imports"))
+        pair, split = timed_load(lambda: pair_for(target, drafter), splits.get("imports"))
         note_load_seconds(f"{target} {drafter}", split.loading + split.timing)  # the next start's estimate
         # The first token paid here, in the load's thread, not by the first Step.
         splits[target, drafter] = split.with_first_token(first_token_seconds(pair))

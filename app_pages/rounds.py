@@ -9,29 +9,18 @@ from app_pages.round_stages import STAGE_VIEWS, STAGES, draft_strip, mark_click
 from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
-from specdec.views import charts, kvcache
+from specdec.views import charts, kvcache, playback
 from specdec.views.charts.style import spec_for_projector
 from specdec.views.stepper import Stepper
+from specdec.views.playback import ALL, SPEEDS
 from specdec.views.tokens import prose_and_code
-
-ALL = 10**6
-# Seconds per beat (a stage, or one more draft revealed in stage 1). At "normal" a Step shows its round
-# at stage 5 in about 2 s (γ = 4: 3 reveals and 4 stages, 7 beats); "slow" and "relaxed" are for talking
-# over each stage.
-SPEEDS = {"slow": 2.0, "relaxed": 1.0, "normal": 0.25}
 
 ui.init_state()  # app.py did this already; repeated so the page also runs on its own (AppTest)
 state = st.session_state
-state.setdefault("stage", 5)
-state.setdefault("playing", False)
-state.setdefault("animating", False)
-# Plain keys, mirrored by their widgets (ui.mirrored): a widget's own state is dropped on a run that
-# stops before drawing it (an empty prompt), and the setting must survive that.
-state.setdefault("speed", "normal")
-state.setdefault("animate_stages", True)
-# The instructor's pace: each Step (or → on a clicker) shows the next stage; on in presenter mode.
-state.setdefault("stage_per_click", ui.presenter())
-state.setdefault("revealed", ALL)  # stage 1 reveals the drafts one by one while animating
+# Plain keys (speed, animate_stages, stage_per_click are mirrored by their widgets, ui.mirrored): a
+# widget's own state is dropped on a run that stops before drawing it (an empty prompt), and the
+# setting must survive that. The instructor's pace, one stage per click, is on in presenter mode.
+playback.start(state, presenter=ui.presenter())
 student.init()
 
 if not ui.presenter():  # on a projector the round itself heads the page: every line counts
@@ -123,19 +112,12 @@ elif settings.rule != SPECULATIVE and not greedy:
 # -- controls ----------------------------------------------------------------------------------
 
 
-def _next_stage_only() -> bool:
-    """One stage per click, and the shown round has stages left to show."""
-    return bool(state["stage_per_click"]) and stepper.current is not None and (state["stage"] or 5) < 5
-
-
 def _step() -> None:
     """The Step button: the next stage (one stage per click), or the next round, computed in the
     fragment, where waiting can be shown."""
     state["_clicked"] = True
-    if _next_stage_only():
-        state["stage"], state["revealed"], state["animating"] = (state["stage"] or 5) + 1, ALL, False
-        return
-    state["_steps_pending"] = state.get("_steps_pending", 0) + 1  # clicks before the fragment ran count
+    if playback.step(state, round_shown=stepper.current is not None):
+        state["_steps_pending"] = state.get("_steps_pending", 0) + 1  # clicks before the fragment ran count
 
 
 def _run_pending_step() -> None:
@@ -153,14 +135,8 @@ def _run_pending_step() -> None:
         note.error(str(error), icon=":material/error:")
         state["playing"] = False
         return
-    if trace is not None and student.on_new_round(trace):
-        state["stage"], state["animating"], state["revealed"] = student.ask_stage(), False, ALL
-    elif trace is not None and state["stage_per_click"]:  # the instructor clicks through its stages
-        state["stage"], state["animating"], state["revealed"] = 1, False, ALL
-    elif trace is not None:
-        state["stage"] = 1 if state["animate_stages"] else 5
-        state["animating"] = state["animate_stages"]
-        state["revealed"] = 1 if state["animate_stages"] else ALL
+    if trace is not None:
+        playback.new_round(state, student.ask_stage() if student.on_new_round(trace) else None)
     elif stepper.at_end:
         state["playing"] = False
     if shown:
@@ -170,40 +146,27 @@ def _run_pending_step() -> None:
 def _back() -> None:
     """Back a round, or with one stage per click, back a stage (then to the round before, at its end)."""
     state["_clicked"] = True
-    if state["stage_per_click"] and stepper.current is not None and (state["stage"] or 5) > 1:
-        state["stage"], state["animating"], state["revealed"] = (state["stage"] or 5) - 1, False, ALL
-        return
-    stepper.back()
-    state["stage"], state["animating"], state["revealed"] = 5, False, ALL
+    if playback.back(state, round_shown=stepper.current is not None):
+        stepper.back()
 
 
 def _reset() -> None:
     state["_clicked"] = True
     stepper.reset()
     student.new_run()  # the rounds replay; their questions are asked afresh
-    state["stage"], state["playing"], state["animating"] = 5, False, False
-    state["revealed"] = ALL
+    playback.reset(state)
 
 
 def _play() -> None:
     state["_clicked"] = True
-    state["playing"] = not state["playing"]
-    state["animating"] = False
+    playback.toggle_play(state)
 
 
 def _tick() -> None:
     """One timer beat: the next draft of stage 1, the next stage, or the next round."""
     current = stepper.current
-    if state["animate_stages"] and current is not None and state["stage"] == 1:
-        if state["revealed"] < current.num_drafted:
-            state["revealed"] += 1
-            return
-    if state["animate_stages"] and current is not None and state["stage"] < 5:
-        state["stage"] += 1
-        state["revealed"] = ALL
-        return
-    if not state["playing"] or student.active():  # student mode: each round waits for an answer
-        state["animating"] = False
+    drafts = current.num_drafted if current is not None else None
+    if playback.tick(state, drafts, waits_for_answer=student.active()) != playback.NEXT_ROUND:
         return
     try:
         trace = stepper.step()
@@ -213,16 +176,10 @@ def _tick() -> None:
     if trace is None:
         state["playing"] = False
         return
-    state["stage"] = 1 if state["animate_stages"] else 5
-    state["revealed"] = 1 if state["animate_stages"] else ALL
+    playback.played_round(state)
 
 
-def _timer_interval() -> float | None:
-    """Seconds between beats while playing or animating a round; None when nothing moves."""
-    return SPEEDS[state["speed"]] if state["playing"] or state["animating"] else None
-
-
-timer_interval = _timer_interval()  # what the fragment below is set up with on this run
+timer_interval = playback.timer_interval(state)  # what the fragment below is set up with on this run
 
 # -- the round view (a fragment: buttons and timer beats redraw only this part) ----------------
 
@@ -252,7 +209,7 @@ def round_view() -> None:
         _run_pending_step()
     if beat and timer_interval:
         _tick()
-    if _timer_interval() != timer_interval:
+    if playback.timer_interval(state) != timer_interval:
         st.rerun(scope="app")  # the timer starts or stops: set the fragment up again
 
     waiting_for_answer = student.awaiting(stepper.current)
@@ -283,7 +240,7 @@ def _shown_stage(trace, waiting_for_answer: bool) -> int:
     the answer away), else the one chosen."""
     if trace is not None and waiting_for_answer:
         state["stage"] = student.ask_stage()
-    return state["stage"] or 5
+    return playback.stage(state)
 
 
 def _buttons(waiting_for_answer: bool) -> None:
@@ -291,7 +248,8 @@ def _buttons(waiting_for_answer: bool) -> None:
     by_stage = bool(state["stage_per_click"])
     cols = st.columns(4)
     cols[0].button("Step ▶|", on_click=_step, key="b_step",
-                   disabled=stepper.at_end and not _next_stage_only() or waiting_for_answer,
+                   disabled=stepper.at_end and not playback.next_stage_only(state, stepper.current is not None)
+                   or waiting_for_answer,
                    width="stretch", shortcut="Right",
                    help="answer the question first" if waiting_for_answer else
                    "one stage per click (→)" if by_stage else "the next round (→)")  # fmt: skip
@@ -328,8 +286,7 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
 def _play_reveal(answer) -> None:
     """After an answer: play stages 3-5 (or show stage 3 when stages are not animated)."""
     mark_click()
-    state["stage"], state["revealed"] = 3, ALL
-    state["animating"] = state["animate_stages"]
+    playback.show(state, 3, animating=state["animate_stages"])
 
 
 def _cache_strip(trace, stage: int) -> None:
@@ -350,7 +307,7 @@ def _cache_strip(trace, stage: int) -> None:
 
 def _output(trace) -> None:
     """The text so far as token chips, and beside it as readable text (code shown as code)."""
-    shows_current = trace is not None and (state["stage"] or 5) == 5
+    shows_current = trace is not None and playback.stage(state) == playback.LAST_STAGE
     upto = stepper.shown if shows_current else stepper.shown - 1
     new_round = trace.index if shows_current else None
     chips, text = st.columns([3, 2])
@@ -371,7 +328,7 @@ def _timeline_clicked() -> None:
     picked = st.session_state["_timeline"].selection.get(charts.TIMELINE_PICK) or []
     if picked:
         stepper.show_round(int(picked[0]["round"]) - 1)
-        state["stage"], state["animating"], state["revealed"] = 5, False, ALL
+        playback.show(state, playback.LAST_STAGE)
 
 
 def _timeline(hide_current: bool) -> None:

@@ -2,7 +2,8 @@
 the sidebar (app_pages/sidebar.py) and the model pair's loading (app_pages/loading.py), so a page
 reads every shared thing as `ui.<name>`.
 
-Pages go widgets -> specdec API (models/, measure/, views/) -> specdec.views.charts; nothing here touches torch.
+Pages go widgets -> specdec API (models/, measure/, views/) -> specdec.views.charts; nothing here
+touches torch.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Callable, Iterator, Sequence
 import streamlit as st
 
 from app_pages.loading import (  # noqa: F401 - re-exported for the pages
-    _load_pair,
     live_runs,
     load_pair,
     loading_now,
     model_status,
     note_imports,
+    pair_for,
     pair_shelf,
     require_pair,
     require_prompt,

@@ -8,15 +8,12 @@ import streamlit as st
 from app_pages import ui
 from app_pages.student import md_escape
 from specdec.config import Settings
-from specdec.errors import SpecDecError
+from specdec.measure import drafter_race, timing
+from specdec.models.pair import ModelPair
+from specdec.paths import ASSETS
 from specdec.views import charts
-from specdec.measure import timing
 from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED
 from specdec.views.tokens import token_label
-from specdec.models.feature_head_files import shipped_head_exists
-from specdec.models.loading import shipped_draft_exists
-from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
-from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
 COPY_HEAVY = ASSETS / "prompt_sets" / "copy_heavy.json"
 # The demo's first prompt: "Repeat this sentence exactly three times", which the target copies at T = 0,
@@ -49,7 +46,7 @@ OTHER_WAYS = """
 
 def pair_with(pair: ModelPair, drafter: str) -> ModelPair:
     """The loaded target with another drafter, from the server's one set of models (no second target)."""
-    return ui._load_pair(pair.target.name, drafter)
+    return ui.pair_for(pair.target.name, drafter)
 
 
 def intro() -> None:
@@ -102,37 +99,6 @@ def lookup_words(rows: list[dict], temperature: float) -> str:
         words += (" Little to copy this time: the answer did not repeat the prompt"
                   + (" (at this temperature the target often rephrases; try 0)." if temperature > 0 else "."))
     return words
-
-
-def lanes_to_race(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelPair, Settings, bool]]:
-    """label -> (pair, settings, speculative): the target alone, n-gram lookup, the draft model with a
-    fixed and an adaptive length, lookup first and then the model, and the same two for the feature
-    head (the sidebar's draft model or head, or the bundled target's trained ones)."""
-    fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
-    lanes = {timing.TARGET: (pair, settings, False),
-             "n-gram lookup": (pair_with(pair, NGRAM), fixed, True)}
-    bundled = pair.target.name == BUNDLED_TARGET
-    model, head = pair.draft and pair.draft.name, pair.head and pair.head.name
-    if model is None and bundled and shipped_draft_exists():
-        model = BUNDLED_DRAFT
-    if head is None and bundled and shipped_head_exists():
-        head = BUNDLED_HEAD
-    if model is None and head is None:
-        st.info("No draft model is configured: set one in the sidebar's *Drafter* box to race it too.")
-        return lanes
-    try:
-        if model is not None:
-            with_model = pair_with(pair, model)
-            lanes["draft model, γ fixed"] = (with_model, fixed, True)
-            lanes["draft model, adaptive"] = (with_model, adaptive, True)
-            lanes["n-gram, then model, adaptive"] = (pair_with(pair, LOOKUP_FIRST + model), adaptive, True)
-        if head is not None:
-            with_head = pair_with(pair, head)
-            lanes["feature head, adaptive"] = (with_head, adaptive, True)
-            lanes["n-gram, then head, adaptive"] = (pair_with(pair, LOOKUP_FIRST + head), adaptive, True)
-    except SpecDecError as error:
-        st.error(f"{error}", icon=":material/error:")
-    return lanes
 
 
 def compare(pair: ModelPair, lanes: dict, prompt_ids: list[int], settings: Settings, clicked: bool, slot):
@@ -236,7 +202,11 @@ prompt = choose_prompt()
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, prompt)
 settings = race_settings(settings)
-lanes = lanes_to_race(pair, settings)
+lanes, lanes_note = drafter_race.lanes_to_race(pair, settings, lambda drafter: pair_with(pair, drafter))
+if lanes_note == drafter_race.NO_DRAFT_MODEL:
+    st.info(lanes_note)
+elif lanes_note:
+    st.error(lanes_note, icon=":material/error:")
 clicked = ui.run_stop_buttons("Race the drafters", "b_variants", "b_va_stop", "_va_stop")
 chart_slot = st.empty()  # under the buttons: the live race draws here
 compared = compare(pair, lanes, prompt_ids, settings, clicked, chart_slot)

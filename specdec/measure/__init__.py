@@ -3,6 +3,7 @@ No Streamlit here; the pages and `python -m specdec` call these and show the res
 
     timing.py           timed runs: races of any lanes, gamma sweeps, prompt sets, forward-pass costs,
                         where a round's time goes; the saved results of a prompt-set run
+    drafter_race.py     which drafters the Variants page races on one prompt
     rules.py            the rule on trial: every acceptance rule sampled on one prompt, against the
                         target alone; the exact rule's acceptance over temperatures
     rule_expression.py  a student's own acceptance rule, read by a small safe evaluator

@@ -222,6 +222,15 @@ def prompt_set_runs(pair, prompt_sets: dict[str, list[str]], settings, chat: boo
 PROMPT_SET_NUMBERS = ("acceptance_rate", "tokens_per_pass", "speedup")
 
 
+def saved_results(pair: ModelPair, settings: Settings, chat: bool, rows: list[dict]) -> dict:
+    """A prompt-set run as the page saves it (JSON), to be reloaded and checked by check_saved_results."""
+    sampling = settings.sampling
+    return {"target": pair.target.name, "drafter": pair.drafter_name,
+            "settings": {"gamma": settings.gamma, "temperature": sampling.temperature, "top_k": sampling.top_k,
+                         "top_p": sampling.top_p, "max_new_tokens": settings.max_new_tokens, "chat": chat},
+            "rows": rows}  # fmt: skip
+
+
 def check_saved_results(data: object) -> dict:
     """Saved prompt-set results (the page's JSON download), checked for keys and types, or SpecDecError."""
     rows = data.get("rows") if isinstance(data, dict) else None

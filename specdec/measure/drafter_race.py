@@ -1,0 +1,51 @@
+"""Which drafters the Variants page races on one prompt: the target alone, n-gram lookup, the draft
+model with a fixed and an adaptive length, lookup first and then the model, and the same two for the
+feature head. No Streamlit here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from specdec.config import Settings
+from specdec.errors import SpecDecError
+from specdec.measure.timing import TARGET
+from specdec.models.feature_head_files import shipped_head_exists
+from specdec.models.loading import shipped_draft_exists
+from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+
+Lane = tuple[ModelPair, Settings, bool]  # the pair, its settings, whether it speculates
+NO_DRAFT_MODEL = "No draft model is configured: set one in the sidebar's *Drafter* box to race it too."
+
+
+def lanes_to_race(
+    pair: ModelPair, settings: Settings, pair_with: Callable[[str], ModelPair]
+) -> tuple[dict[str, Lane], str | None]:
+    """label -> lane, and a note for the page (None when all is well). The draft model and the head
+    are the sidebar's, or the bundled target's trained ones. `pair_with(drafter)` gives the loaded
+    target with another drafter (the server's one set of models: no second target is loaded)."""
+    fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
+    lanes: dict[str, Lane] = {TARGET: (pair, settings, False)}
+    lanes["n-gram lookup"] = (pair_with(NGRAM), fixed, True)
+    bundled = pair.target.name == BUNDLED_TARGET
+    model, head = pair.draft and pair.draft.name, pair.head and pair.head.name
+    if model is None and bundled and shipped_draft_exists():
+        model = BUNDLED_DRAFT
+    if head is None and bundled and shipped_head_exists():
+        head = BUNDLED_HEAD
+    if model is None and head is None:
+        return lanes, NO_DRAFT_MODEL
+    try:
+        if model is not None:
+            with_model = pair_with(model)
+            lanes["draft model, γ fixed"] = (with_model, fixed, True)
+            lanes["draft model, adaptive"] = (with_model, adaptive, True)
+            lanes["n-gram, then model, adaptive"] = (pair_with(LOOKUP_FIRST + model), adaptive, True)
+        if head is not None:
+            with_head = pair_with(head)
+            lanes["feature head, adaptive"] = (with_head, adaptive, True)
+            lanes["n-gram, then head, adaptive"] = (pair_with(LOOKUP_FIRST + head), adaptive, True)
+    except SpecDecError as error:  # a drafter that cannot load: race the others, and say why
+        return lanes, str(error)
+    return lanes, None
