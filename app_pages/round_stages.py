@@ -10,6 +10,7 @@ import streamlit as st
 from app_pages import ui
 from app_pages.student import code, md_escape
 from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
+from specdec.core.acceptance import RULES
 from specdec.core.records import DRAFTED_BY_LOOKUP
 from specdec.views import charts, draft_length
 from specdec.views.stepper import Stepper
@@ -194,32 +195,21 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
     ui.chart(fig, key=f"_c2_{trace.index}", container=picture)
 
 
-RULE_TESTS = {  # stage 3's opening line under each rule, above temperature 0
-    SPECULATIVE: "Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
-    "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested.",
-    TOP_CHOICE: "**The top choice matches** (lossy): a draft x is kept while it equals the target's most "
-    "likely token (argmax of p), at any temperature. The first mismatch ends the round.",
-    SAMPLE_COMPARE: "**Sample and compare** (exact): at each position the target draws its own token "
-    "**y ~ p**; x is kept if **y = x** (chance p(x)). The first mismatch ends the round.",
-    TYPICAL: "**Typical acceptance** (Medusa, lossy): x is kept while **p(x) > min(0.09, 0.3·exp(−H(p)))**, "
-    "a bar that is high where p is sure and low where it is flat. No coin. The first miss ends the round.",
-}
-
-
-def _test_line(trace, labels, i: int) -> str:
-    """Draft i's test under the round's rule, in its own numbers."""
+def _test_line(trace, labels, i: int, greedy: bool) -> str:
+    """Draft i's test under the round's rule (greedy mode: the argmax test), in its own numbers."""
     x = labels[trace.drafted_tokens[i]]
     q, p, a = trace.draft_token_probs[i], trace.target_token_probs[i], trace.accept_probs[i]
     kept = i < trace.num_accepted
     verdict = "**accept**" if kept else "**reject**"
-    if trace.thresholds is not None:
+    rule = None if greedy else trace.rule
+    if rule == TYPICAL:
         sign = ">" if kept else "≤"
         return f"{i + 1}. {code(x)}: p(x)={p:.3f} {sign} threshold {trace.thresholds[i]:.3f} → {verdict}"
-    if trace.target_draws is not None:
+    if rule == SAMPLE_COMPARE:
         y = labels.get(trace.target_draws[i], "?")
         sign = "=" if kept else "≠"
         return f"{i + 1}. {code(x)}: the target drew y = {code(y)} {sign} x (chance p(x)={p:.3f}) → {verdict}"
-    if trace.uniforms is None:  # greedy, or the top-choice rule
+    if rule in (None, TOP_CHOICE):  # greedy, or the top-choice rule
         top = labels[trace.positions[i].token_ids[0]]
         relation = "matches" if kept else "differs from"
         return f"{i + 1}. {code(x)} {relation} the target's argmax {code(top)} → {verdict}"
@@ -240,23 +230,11 @@ def _stage_accept(stepper: Stepper, trace, labels) -> None:
             "most likely token (argmax of p); the first mismatch ends the round."
         )
     else:
-        words.markdown(RULE_TESTS[trace.rule])
+        words.markdown(RULES[trace.rule].test_words)
     fig = _figure(trace, "accept", 0, lambda: charts.acceptance_chart(trace, labels))
     ui.chart(fig, key=f"_c3_{trace.index}", container=picture)
-    words.markdown("\n".join(_test_line(trace, labels, i) for i in range(trace.num_tested)))
-
-
-# What the replacement after a rejection is drawn from, under each rule (above temperature 0).
-REPLACEMENTS = {
-    SPECULATIVE: ("a replacement {nxt} is drawn from the residual norm(max(0, p − q)), which removes the "
-                  "mass q already had its chance at", "residual norm(max(0, p−q))"),
-    TOP_CHOICE: ("a replacement {nxt} is drawn from p itself (it can even be the argmax again)",
-                 "p (drawn from)"),
-    SAMPLE_COMPARE: ("the target's own draw y = {nxt} is emitted: given y ≠ x it is a draw from p "
-                     "without x", "p without x (y given y ≠ x)"),
-    TYPICAL: ("a replacement {nxt} is drawn from p cut to its typical tokens (p ≥ the bar), as Medusa "
-              "samples", "p cut to typical tokens"),
-}  # fmt: skip
+    greedy = stepper.settings.sampling.greedy
+    words.markdown("\n".join(_test_line(trace, labels, i, greedy) for i in range(trace.num_tested)))
 
 
 def _stage_correct(stepper: Stepper, trace, labels) -> None:
@@ -293,8 +271,10 @@ def _correction_words(stepper: Stepper, trace, labels):
             trace.positions[k], labels, title, highlight=trace.next_token))  # fmt: skip
     else:
         rejected = labels[trace.drafted_tokens[j]]
-        text, name = REPLACEMENTS[trace.rule]
-        how = f"the target's argmax {code(nxt)} replaces it" if greedy else text.format(nxt=code(nxt))
+        rule = RULES[trace.rule]
+        name = rule.replacement_name
+        how = (f"the target's argmax {code(nxt)} replaces it" if greedy
+               else rule.replaced_by.format(nxt=code(nxt)))
         st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {how}. Drafts after it are discarded.")
         if trace.kept_sibling is not None:
             after = labels[trace.emitted_tokens[-1]]

@@ -6,24 +6,17 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import ui
-from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
+from specdec.config import TOP_CHOICE
+from specdec.core.acceptance import RULES
+from specdec.core.output_law import REPLACEMENT_WORDS
 from specdec.errors import SpecDecError
 from specdec.views import charts, numbers
 from specdec.measure import exact, rules
 from specdec.measure.rule_expression import MAX_CHARS, PRESETS
 
-ON_REJECT = {  # what the page calls each replacement (core.output_law.REPLACEMENTS)
-    "residual": "the residual norm(max(0, p − q))",
-    "target": "a draw from p",
-    "draft": "a draw from q",
-    "target-other": "a draw from p other than x",
-    "typical": "p cut to its typical tokens (Medusa)",
-}
+ON_REJECT = REPLACEMENT_WORDS  # what the page calls each replacement
 # One click each: the four built-in rules, then the rules students ask about.
-BUILT_IN_PRESETS = {"speculative sampling": PRESETS[SPECULATIVE],
-                    "the top choice matches": PRESETS[TOP_CHOICE],
-                    "sample and compare": PRESETS[SAMPLE_COMPARE],
-                    "typical (Medusa)": PRESETS[TYPICAL]}  # fmt: skip
+BUILT_IN_PRESETS = {RULES[name].title: preset for name, preset in PRESETS.items()}
 ASKED_PRESETS = {"p > q": ("p > q", "residual"), "p/(p+q)": ("p/(p+q)", "residual"),
                  "sqrt(p/q)": ("sqrt(p/q)", "residual")}  # fmt: skip
 

@@ -15,16 +15,13 @@ import streamlit as st
 from specdec.config import (
     LOSSY_RULES,
     RULE_NAMES,
-    SAMPLE_COMPARE,
-    SPECULATIVE,
-    TOP_CHOICE,
-    TYPICAL,
     SamplingConfig,
     ServerLimits,
     Settings,
     help_of,
     ui_range,
 )
+from specdec.core.acceptance import RULES
 from specdec.core.output_law import REPLACEMENTS, RESIDUAL
 from specdec.errors import SpecDecError
 from specdec.views.links import read_link
@@ -71,12 +68,12 @@ SETTINGS = {
     "on_reject": ("on_reject", str, lambda: RESIDUAL),
 }  # fmt: skip
 CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES, "on_reject": REPLACEMENTS}
-RULE_TITLES = {  # what the sidebar calls each acceptance rule
-    SPECULATIVE: "speculative sampling (exact)",
-    TOP_CHOICE: "the top choice matches (lossy)",
-    SAMPLE_COMPARE: "sample and compare (exact)",
-    TYPICAL: "typical acceptance, Medusa (lossy)",
-}
+
+
+def _menu_title(rule: str) -> str:
+    return RULES[rule].menu_title
+
+
 LOSSY_NOTE = "Lossy rule: above temperature 0 the output is not distributed as the target's"
 
 
@@ -129,10 +126,12 @@ def link_notices() -> None:
         st.warning(f"From the link: {notice}.", icon=":material/link:")
 
 
-def write_url() -> None:
-    """Keep the URL in step with the settings and prompt, so the address bar is a shareable link."""
+def write_url(keep: dict[str, str] | None = None) -> None:
+    """Keep the URL in step with the settings and prompt, so the address bar is a shareable link;
+    `keep`: parameters beside the settings (a class's code, app_pages/class_poll.py)."""
     wanted = {param: str(st.session_state[key]) for key, (param, _, _) in SETTINGS.items()}
     wanted["prompt"] = st.session_state.get("prompt", "")
+    wanted.update(keep or {})
     if dict(st.query_params) != wanted:
         st.query_params.from_dict(wanted)
 
@@ -189,7 +188,7 @@ def sidebar_controls() -> None:
              format_func=lambda name: DRAFTER_NAMES.get(name, name), accept_new_options=True, help=drafters)
     mirrored(sb.slider, "Draft length γ", "gamma", *LIMITS["gamma"], help="the most tokens drafted per round")
     mirrored(sb.slider, "Temperature (0 = greedy)", "temperature", *LIMITS["temperature"], step=0.05)
-    mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=RULE_TITLES.get,
+    mirrored(sb.selectbox, "Acceptance rule", "rule", list(RULE_NAMES), format_func=_menu_title,
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
         sb.warning(LOSSY_NOTE + ".", icon=":material/warning:")

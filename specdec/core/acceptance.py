@@ -314,8 +314,8 @@ def greedy_expected(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> to
 
 @dataclass(frozen=True)
 class Rule:
-    """One acceptance rule: how it judges a round, whether it keeps the target's distribution, and what
-    acceptance to expect from p and q at a position."""
+    """One acceptance rule: how it judges a round, whether it keeps the target's distribution, what
+    acceptance to expect from p and q at a position, and its words, which every page reads from here."""
 
     name: str  # config.RULE_NAMES
     title: str
@@ -327,18 +327,53 @@ class Rule:
     expected: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     # (p_i, q_i, x_i) -> the distribution the replacement is drawn from when x_i is rejected
     replacement: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+    menu_title: str  # what the settings call it, exact or lossy said
+    test_words: str  # the test a draft faces, as the round view opens its Accept stage (Markdown)
+    replaced_by: str  # after a rejection, in a clause: "a replacement {nxt} is drawn from ..."
+    replacement_name: str  # the distribution the replacement is drawn from, as a chart's legend names it
 
 
 RULES = {
-    SPECULATIVE: Rule(SPECULATIVE, "speculative sampling", True, "u < min(1, p(x)/q(x)), u ~ U[0, 1)",
-                      "Σ min(p, q)", speculative_accept, _overlap,
-                      lambda p, q, x: residual_distribution(p, q)),
-    TOP_CHOICE: Rule(TOP_CHOICE, "the top choice matches", False, "x = argmax p", "q(argmax p)",
-                     top_choice_accept, _top_choice_expected, top_choice_replacement),
-    SAMPLE_COMPARE: Rule(SAMPLE_COMPARE, "sample and compare", True, "y = x, y ~ p", "Σ p·q",
-                         sample_compare_accept, lambda q, p: (p * q).sum(dim=-1), sample_compare_replacement),
-    TYPICAL: Rule(TYPICAL, "typical acceptance (Medusa)", False,
-                  f"p(x) > min({TYPICAL_EPSILON}, {TYPICAL_DELTA}·exp(−H(p)))", "Σ q over {p > threshold}",
-                  typical_accept, _typical_expected, typical_replacement),
-}  # fmt: skip
+    SPECULATIVE: Rule(
+        SPECULATIVE, "speculative sampling", True, "u < min(1, p(x)/q(x)), u ~ U[0, 1)", "Σ min(p, q)",
+        speculative_accept, _overlap, lambda p, q, x: residual_distribution(p, q),
+        menu_title="speculative sampling (exact)",
+        test_words="Each draft x faces a test, left to right: draw **u ~ Uniform(0, 1)**, keep x if "
+        "**u < min(1, p(x)/q(x))**. The first rejection ends the round; later drafts are never tested.",
+        replaced_by="a replacement {nxt} is drawn from the residual norm(max(0, p − q)), which removes "
+        "the mass q already had its chance at",
+        replacement_name="residual norm(max(0, p−q))",
+    ),
+    TOP_CHOICE: Rule(
+        TOP_CHOICE, "the top choice matches", False, "x = argmax p", "q(argmax p)",
+        top_choice_accept, _top_choice_expected, top_choice_replacement,
+        menu_title="the top choice matches (lossy)",
+        test_words="**The top choice matches** (lossy): a draft x is kept while it equals the target's "
+        "most likely token (argmax of p), at any temperature. The first mismatch ends the round.",
+        replaced_by="a replacement {nxt} is drawn from p itself (it can even be the argmax again)",
+        replacement_name="p (drawn from)",
+    ),
+    SAMPLE_COMPARE: Rule(
+        SAMPLE_COMPARE, "sample and compare", True, "y = x, y ~ p", "Σ p·q",
+        sample_compare_accept, lambda q, p: (p * q).sum(dim=-1), sample_compare_replacement,
+        menu_title="sample and compare (exact)",
+        test_words="**Sample and compare** (exact): at each position the target draws its own token "
+        "**y ~ p**; x is kept if **y = x** (chance p(x)). The first mismatch ends the round.",
+        replaced_by="the target's own draw y = {nxt} is emitted: given y ≠ x it is a draw from p "
+        "without x",
+        replacement_name="p without x (y given y ≠ x)",
+    ),
+    TYPICAL: Rule(
+        TYPICAL, "typical acceptance (Medusa)", False,
+        f"p(x) > min({TYPICAL_EPSILON}, {TYPICAL_DELTA}·exp(−H(p)))", "Σ q over {p > threshold}",
+        typical_accept, _typical_expected, typical_replacement,
+        menu_title="typical acceptance, Medusa (lossy)",
+        test_words=f"**Typical acceptance** (Medusa, lossy): x is kept while **p(x) > min({TYPICAL_EPSILON}, "
+        f"{TYPICAL_DELTA}·exp(−H(p)))**, a bar that is high where p is sure and low where it is flat. No "
+        "coin. The first miss ends the round.",
+        replaced_by="a replacement {nxt} is drawn from p cut to its typical tokens (p ≥ the bar), as "
+        "Medusa samples",
+        replacement_name="p cut to typical tokens",
+    ),
+}
 assert tuple(RULES) == RULE_NAMES

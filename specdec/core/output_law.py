@@ -29,6 +29,13 @@ from specdec.core.acceptance import residual_distribution, typical_replacement
 
 RESIDUAL, TARGET, DRAFT, TARGET_OTHER, TYPICAL_CUT = "residual", "target", "draft", "target-other", "typical"
 REPLACEMENTS = (RESIDUAL, TARGET, DRAFT, TARGET_OTHER, TYPICAL_CUT)
+REPLACEMENT_WORDS = {  # what the pages call each replacement, as "emit ..." reads it
+    RESIDUAL: "the residual norm(max(0, p − q))",
+    TARGET: "a draw from p",
+    DRAFT: "a draw from q",
+    TARGET_OTHER: "a draw from p other than x",
+    TYPICAL_CUT: "p cut to its typical tokens (Medusa)",
+}
 
 
 def rejected_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, rejected: torch.Tensor,

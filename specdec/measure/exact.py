@@ -18,7 +18,7 @@ import torch
 from specdec.config import SPECULATIVE, TOP_CHOICE, Settings
 from specdec.core.acceptance import RULES, Rule, Verdict
 from specdec.core.drafters import Draft, worth_drafting
-from specdec.core.output_law import acceptance, output_law, replacement, tv_from
+from specdec.core.output_law import REPLACEMENT_WORDS, acceptance, output_law, replacement, tv_from
 from specdec.core.rounds import draft_thresholds
 from specdec.core.sampling import sample, warp_probs
 from specdec.errors import SpecDecError
@@ -262,9 +262,13 @@ def sampled_rule(custom: CustomRule) -> Rule:
         return torch.stack([(q.double() * accept_everywhere(expression, p.double(), q.double())).sum()
                             for q, p in zip(draft_probs, target_probs, strict=True)]).float()  # fmt: skip
 
-    return Rule(YOURS, f"your rule: {custom.text} (on a rejection: {custom.on_reject})", False,
-                custom.text, "Σ q·a", accept, expected,
-                lambda p, q, x: replacement(custom.on_reject, p, q, x))  # fmt: skip
+    title = f"your rule: {custom.text} (on a rejection: {custom.on_reject})"
+    where = REPLACEMENT_WORDS[custom.on_reject]
+    return Rule(YOURS, title, False, custom.text, "Σ q·a", accept, expected,
+                lambda p, q, x: replacement(custom.on_reject, p, q, x), menu_title=title,
+                test_words=f"Each draft x is kept with probability **{custom.text}** (clamped to [0, 1]): "
+                "draw **u ~ Uniform(0, 1)**, keep x if u is below it. The first rejection ends the round.",
+                replaced_by="a replacement {nxt} is drawn from " + where, replacement_name=where)  # fmt: skip
 
 
 def rule_named(name: str, custom: CustomRule | None = None) -> Rule:
