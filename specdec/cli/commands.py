@@ -217,7 +217,8 @@ def run_train_draft(args: argparse.Namespace) -> None:
     target = load_model(BUNDLED_TARGET, fast=True)  # the teacher: its bf16 labels are as good, made faster
     if target.device.type != "cpu":
         print(f"training on {target.device.type}", file=sys.stderr)
-    card = train_draft(target, args.work_dir, args.output, config,
+    output = args.output or args.work_dir / "draft"  # never the shipped draft unless asked for
+    card = train_draft(target, args.work_dir, output, config,
                        log=lambda line: tqdm.write(line, file=sys.stderr), start_layers=start_layers,
                        head_token_ids=head_token_ids)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
@@ -237,7 +238,8 @@ def run_train_head(args: argparse.Namespace) -> None:
     target = load_model(BUNDLED_TARGET)  # what the head will read and draft for
     # Writes the answers (bf16 where that is faster); the campaign's are written already.
     teacher = target if config.campaign else load_model(BUNDLED_TARGET, fast=True)
-    card = train_head(teacher, target, head_token_ids, args.work_dir, args.output,
+    output = args.output or args.work_dir / "head"  # never the shipped head unless asked for
+    card = train_head(teacher, target, head_token_ids, args.work_dir, output,
                       config, log=lambda line: tqdm.write(line, file=sys.stderr), draft_layers=draft_layers)
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 

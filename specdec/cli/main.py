@@ -108,13 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train-draft", help="distil a draft model from the bundled target")
     train.add_argument("--work-dir", type=Path, default=Path(".cache/draft-training"),
                        help="data shards, evaluation set and checkpoints (resumable)")
-    train.add_argument("--output", type=Path, default=Path("assets/draft"))
+    train.add_argument("--output", type=Path, help="where the trained draft's layers go (default: "
+                       "WORK_DIR/draft; the shipped draft, assets/draft, only when named here)")
     add_config_arguments(train, DraftTrainingConfig)
 
     head = commands.add_parser("train-head", help="train a feature head (EAGLE-style) for the bundled target")
     head.add_argument("--work-dir", type=Path, default=Path(".cache/head-training"),
                       help="data shards, features, evaluation set and checkpoints (resumable)")
-    head.add_argument("--output", type=Path, default=Path("assets/feature_head"))
+    head.add_argument("--output", type=Path, help="where the trained head goes (default: WORK_DIR/head; the "
+                      "shipped head, assets/feature_head, only when named here)")
     add_config_arguments(head, HeadTrainingConfig)
 
     campaign = commands.add_parser("campaign", help="the target answers many prompts of many kinds (training "
