@@ -81,7 +81,7 @@ import transformers  # noqa: E402, F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so pages can `import app_pages.ui`
 
-from app_pages import ui  # noqa: E402
+from app_pages import class_poll, ui  # noqa: E402
 from specdec.errors import is_out_of_memory, out_of_memory_message  # noqa: E402
 from specdec.models.loading import free_device_memory  # noqa: E402
 
@@ -93,7 +93,8 @@ pair, load_error = (None, None) if ui.loading_now() else ui.load_pair()
 ui.model_status(pair, load_error)
 ui.link_notices()
 st.session_state["_pair_error"] = load_error  # pages read the pair through ui.load_pair (cached)
-ui.write_url()
+class_poll.frame()  # a class's link read (its key kept off the address bar), a student's question
+ui.write_url(keep=class_poll.link_params())
 try:
     page.run()
 except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError

@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import class_poll, ui
 from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.errors import SpecDecError
-from specdec.views import charts, prompt_kinds
+from specdec.views import charts, class_questions, prompt_kinds
 from specdec.measure import timing
 from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
@@ -163,6 +163,9 @@ ui.init_state()
 st.session_state.setdefault("_cp_results", {})  # run key -> (rows, finished)
 st.session_state.setdefault("_cp_loaded", None)  # checked contents of an uploaded file
 intro()
+class_poll.ask(class_questions.CODE_VS_PROSE, missing="Run the prompt sets first: the room's guesses meet "
+               "the measured acceptance.", reveal=lambda: class_questions.acceptance_truth(
+                   class_poll.last_run(st.session_state["_cp_results"]) or []))
 pair = ui.require_pair()
 sets, settings = chosen_sets(pair)
 ran = run_sets(pair, sets, settings)

@@ -4,11 +4,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import class_poll, ui
 from app_pages.words import drafter_words
 from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
-from specdec.views import charts, numbers
+from specdec.views import charts, class_questions, numbers
 from specdec.measure import guarantee
 from specdec.measure.stats import chi_square_two_sample, tv_distance
 from specdec.views.tokens import token_label
@@ -255,6 +255,7 @@ st.session_state.setdefault("_gu_prompt", guarantee.SAMPLE_PROMPT)
 st.session_state.setdefault("_gu_chat", False)
 st.session_state.setdefault("_gu_results", {})
 intro()
+class_poll.ask(class_questions.GUARANTEE)  # the room answers before the playground shows it
 toy_playground()
 pair = ui.require_pair()
 sampled_outcomes(pair)

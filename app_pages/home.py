@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import class_poll, ui
+from specdec.views import class_questions
 
 # The lesson's figure: one round, left to right. Each step links below to the page that shows it live.
 ROUND_PICTURE = """digraph {
@@ -49,3 +50,4 @@ go through its five stages (drafting, verification, acceptance test, correction,
 if not ui.presenter():  # in presenter mode the speaker says this
     st.markdown(START_HERE)
 st.page_link("app_pages/rounds.py", label="Open the round-by-round view", icon=":material/manage_search:")
+class_poll.ask(class_questions.CHECK)  # the lesson's check question, to the whole room

@@ -4,12 +4,12 @@ import json
 
 import streamlit as st
 
-from app_pages import student, ui
+from app_pages import class_poll, student, ui
 from app_pages.round_stages import STAGE_VIEWS, STAGES, draft_strip, mark_click
 from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
-from specdec.views import charts, kvcache, playback
+from specdec.views import charts, class_questions, kvcache, playback
 from specdec.views.charts.style import spec_for_projector
 from specdec.views.stepper import Stepper
 from specdec.views.playback import ALL, SPEEDS
@@ -276,6 +276,8 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
                                  label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
     labels = stepper.labels_for(trace)
     st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
+    class_poll.ask(class_questions.drafts_survive(trace.num_drafted, trace.index + 1),
+                   reveal=lambda: (trace.num_accepted,))  # the room's guess, then this round's test
     if waiting_for_answer:  # the question right under the drafts it asks about
         student.question(trace, labels, greedy, on_reveal=_play_reveal)
     STAGE_VIEWS[stage](stepper, trace, labels)

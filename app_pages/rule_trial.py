@@ -4,12 +4,12 @@ from dataclasses import asdict, replace
 
 import streamlit as st
 
-from app_pages import rule_exact, ui
+from app_pages import class_poll, rule_exact, ui
 from app_pages.words import drafter_words
 from specdec.config import RULE_NAMES, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
-from specdec.views import charts, numbers
+from specdec.views import charts, class_questions, numbers
 from specdec.measure import exact, rules
 from specdec.models.pair import ModelPair
 
@@ -219,6 +219,10 @@ ui.init_state()
 st.session_state.setdefault("_rt_results", {})
 st.session_state.setdefault("_rt_sweep", {})
 intro()
+class_poll.ask(class_questions.RULE_TRIAL, missing="Put the rules on trial first: the trial answers it.",
+               reveal=lambda: class_questions.caught_truth([asdict(r) for r in rules.trial_results(
+                   class_poll.last_run(st.session_state["_rt_results"]))]) if st.session_state["_rt_results"]
+               else None)
 pair = ui.require_pair()
 at = trial_section(pair)
 if at is not None:

@@ -142,7 +142,7 @@ def verdict(result: Tally, truth: tuple[float, ...]) -> list[str]:
     question = result.question
     if question.is_choice:
         right = sum(result.per_option[int(i)] for i in truth)
-        names = " or ".join(question.options[int(i)] for i in truth)
+        names = " and ".join(question.options[int(i)] for i in truth) or "none of them"
         share = f"{right} of {result.count}" if result.count else "nobody answered"
         return [f"Right: {names}. {share} chose it."]
     lines = []

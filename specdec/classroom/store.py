@@ -181,7 +181,8 @@ class ClassStore:
                 db.execute(insert(questions).values(class_code=row.code, question_id=question.id, state=OPEN,
                                                     spec=question.to_json(), opened_at=time.time()))
             else:
-                db.execute(update(questions).where(where).values(state=OPEN, truth=None))
+                db.execute(update(questions).where(where).values(state=OPEN, truth=None,
+                                                                 opened_at=time.time()))
 
     def close_question(self, code: str, key: str | None, question_id: str) -> None:
         self._set_state(code, key, question_id, CLOSED, None)
@@ -206,6 +207,23 @@ class ClassStore:
         with self.engine.connect() as db:
             row = self._class_row(db, code, None, check_key=False)
             return self._asked(db, row.code, question_id)
+
+    def current(self, code: str) -> tuple[bool, Asked | None]:
+        """(whether the class has ended, the question asked or re-opened last, None before any)."""
+        with self.engine.connect() as db:
+            row = self._class_row(db, code, None, check_key=False)
+            last = db.execute(select(questions.c.question_id).where(questions.c.class_code == row.code)
+                              .order_by(questions.c.opened_at.desc()).limit(1)).scalar()
+            return row.closed_at is not None, (self._asked(db, row.code, last) if last else None)
+
+    def answer_of(self, code: str, question_id: str, browser_id: str) -> tuple[float, ...] | None:
+        """This browser's answer to the question, if it has given one."""
+        with self.engine.connect() as db:
+            text = db.execute(select(answers.c.value).where(
+                (answers.c.class_code == clean_code(code))
+                & (answers.c.question_id == _question_id(question_id))
+                & (answers.c.browser_id == str(browser_id)))).scalar()
+        return tuple(float(v) for v in text.split(",")) if text else None
 
     def class_closed(self, code: str) -> bool:
         with self.engine.connect() as db:

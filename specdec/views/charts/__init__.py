@@ -11,11 +11,13 @@ No Streamlit here. One module per page, in the order a class meets them, and the
     rule_trial.py     acceptance against distance, the exact rule over temperature
     batch_class.py    throughput, a pass's cost and the ratio as rows are added
     student.py        a student's guesses against the true chances
+    class_poll.py     the room's answers to a question, beside the measured truth on reveal
 
 Pages call them as `charts.<name>`; every builder is re-exported here.
 """
 
 from specdec.views.charts.batch_class import batch_cost_chart, batch_ratio_chart, batch_throughput_chart
+from specdec.views.charts.class_poll import class_answers_chart
 from specdec.views.charts.code_vs_prose import category_chart
 from specdec.views.charts.guarantee import empirical_chart, toy_chart
 from specdec.views.charts.idle_machine import forward_cost_chart, round_breakdown_chart
@@ -113,4 +115,5 @@ __all__ = [
     "batch_cost_chart",
     "batch_ratio_chart",
     "calibration_chart",
+    "class_answers_chart",
 ]

@@ -1,0 +1,87 @@
+"""Class mode in AppTest with the tiny pair: the instructor's link opens and reveals, a student's link
+answers, and a student's link cannot do what the key does, whatever the address bar says."""
+
+import pytest
+from app_driver import APP, PROMPT, assert_clean
+from streamlit.testing.v1 import AppTest
+
+from specdec.classroom.store import ClassStore
+from specdec.views import class_questions
+
+HOME = "app_pages/home.py"
+
+
+@pytest.fixture
+def room(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'class.sqlite'}"
+    monkeypatch.setenv("SPECDEC_CLASS_DB", url)
+    from app_pages import class_poll
+
+    class_poll._store.clear()  # the process's store, opened afresh on this test's database
+    store = ClassStore(url)
+    yield store, store.open_class()
+    class_poll._store.clear()
+
+
+def open_app(tiny_pair_dirs, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in {"target": tiny_pair_dirs["target"], "drafter": tiny_pair_dirs["draft"], "chat": False,
+                       "prompt": PROMPT}.items():
+        at.session_state[key] = value
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def buttons(at: AppTest) -> dict:
+    return {b.key: b for b in at.button if b.key and b.key.startswith("b_class_")}
+
+
+@pytest.mark.slow
+def test_the_instructor_opens_a_student_answers_the_instructor_reveals(tiny_pair_dirs, room):
+    store, invite = room
+    teacher = open_app(tiny_pair_dirs, **{"class": invite.code, "key": invite.key})
+    assert_clean(teacher)
+    assert "key" not in teacher.query_params and teacher.query_params["class"] == invite.code
+    buttons(teacher)["b_class_check_open"].click().run()
+    assert store.asked(invite.code, "check").state == "open"
+
+    student = open_app(tiny_pair_dirs, **{"class": invite.code})
+    assert_clean(student)
+    assert not buttons(student)  # no instructor control on a student's screen
+    assert any(class_questions.CHECK.text in m.value for m in student.markdown)
+    student.radio(key="class_check_choice").set_value(1)
+    student.text_input(key="class_nickname").set_value("  <b>Ada</b>  ")
+    student.button[[b.label for b in student.button].index("Send my answer")].click().run()
+    assert_clean(student)
+    result = store.tally(invite.code, "check")
+    assert result.count == 1 and result.per_option == (0, 1, 0, 0)
+    assert store.export(invite.code)[0]["nickname"] == "<b>Ada</b>"
+
+    teacher.run()
+    assert [m.value for m in teacher.metric if m.label == "Answers in"] == ["1"]
+    buttons(teacher)["b_class_check_reveal"].click().run()
+    assert_clean(teacher)
+    assert store.asked(invite.code, "check").truth == class_questions.CHECK.correct
+    assert any("1 of 1 chose it" in m.value for m in teacher.markdown)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["", "wrong", "A" * 22, "<script>alert(1)</script>"])
+def test_a_student_link_with_any_key_gets_no_control(tiny_pair_dirs, room, key):
+    store, invite = room
+    at = open_app(tiny_pair_dirs, **{"class": invite.code, "key": key})
+    assert_clean(at)
+    assert not buttons(at)
+    assert any("you are here as a student" in w.value for w in at.warning)
+    assert "key" not in at.query_params
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", ["ACDEFG", "<img src=x onerror=alert(1)>", "x" * 500])
+def test_an_unknown_or_hostile_code_is_one_line(tiny_pair_dirs, room, code):
+    at = open_app(tiny_pair_dirs, **{"class": code})
+    assert_clean(at)
+    notices = [w.value for w in at.warning if w.value.startswith("Class link:")]
+    assert len(notices) == 1 and "\n" not in notices[0]
+    assert "class" not in at.query_params
