@@ -1,5 +1,5 @@
-"""Render docs/benchmarks.md (and the README's "How fast" table) from the bench reports committed in
-docs/benchmarks/*.json, so that no figure on those pages is typed by hand.
+"""Render docs/benchmarks.md, the README's "How fast" table and the model cards' model-index from the
+bench reports committed in docs/benchmarks/*.json, so that no figure on those pages is typed by hand.
 
 A report is what `python -m specdec bench ... --json --output FILE` writes, plus a `provenance` object
 that `stamp` adds once, right after the run, on the machine that ran it:
@@ -30,6 +30,16 @@ REPORTS = ROOT / "docs" / "benchmarks"
 PAGE = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 START, END = "<!-- how-fast:start -->", "<!-- how-fast:end -->"
+# The model cards' `model-index` (their YAML metadata): each drafter's α alone on the held-out sets, from
+# the newest report per temperature that ran it. card -> (the report's method, the model's name, words).
+CARDS = {
+    ROOT / "assets" / "draft" / "README.md": ("draft model, adaptive", "specdec-SmolLM2-135M-Instruct-draft",
+                                              "the draft alone"),
+    ROOT / "assets" / "feature_head" / "README.md": ("feature head, adaptive",
+                                                     "specdec-SmolLM2-135M-Instruct-head",
+                                                     "the feature head alone"),
+}
+INDEX_START, INDEX_END = "# model-index:start", "# model-index:end"
 HELD_OUT = ("code", "structured", "prose", "math", "questions", "summaries")  # assets/prompts/*.json
 TARGET_ONLY = "target only"
 WIDE_UP_TO = 4  # a race of up to this many rows gets one column per row; a full bench, one line per row
@@ -304,6 +314,51 @@ def replace_readme_block(text: str, block: str) -> str:
     return text[:start] + block + text[end:]
 
 
+# --- the model cards' model-index -----------------------------------------------------------------------
+
+def index_reports(reports: list[tuple[str, dict]], method: str) -> list[tuple[str, dict]]:
+    """The newest report per temperature with `method` on every held-out set (CPU runs), lowest T first."""
+    chosen: dict[float, tuple[str, dict]] = {}
+    for name, report in reports:  # newest first
+        if is_batch(report) or report.get("gpu") or not all(
+                method in report["sets"].get(s, {}).get("methods", {}) for s in HELD_OUT):
+            continue
+        chosen.setdefault(float(report.get("temperature", 0.0)), (name, report))
+    return [chosen[t] for t in sorted(chosen)]
+
+
+def model_index(reports: list[tuple[str, dict]], method: str, model: str, words: str) -> str:
+    """The YAML of a card's model-index, between its markers: α per held-out set, per temperature."""
+    lines = [INDEX_START + " (scripts/render_benchmarks.py writes it from docs/benchmarks/)", "model-index:",
+             f"  - name: {model}", "    results:"]
+    for name, report in index_reports(reports, method):
+        temperature = float(report.get("temperature", 0.0))
+        lines += ["      - task:", "          type: text-generation",
+                  f"          name: Speculative decoding, {words}, "
+                  f"T = {temperature:g}",
+                  "        dataset:", "          type: specdec-held-out-prompts",
+                  f"          name: specdec held-out prompt sets (assets/prompts, "
+                  f"{runs(report).split(',')[0]})",
+                  "        metrics:"]
+        lines += [f"          - {{type: acceptance_rate, name: α {s}, "
+                  f"value: {report['sets'][s]['methods'][method]['alpha']:.2f}}}" for s in HELD_OUT]
+        lines += ["        source:",
+                  f"          name: docs/benchmarks/{name} ({provenance(report).get('date', 'undated')}, "
+                  f"{machine_name(report)})"]
+    return "\n".join(lines + [INDEX_END])
+
+
+def replace_model_index(text: str, block: str) -> str:
+    start, end = text.index(INDEX_START), text.index(INDEX_END) + len(INDEX_END)
+    return text[:start] + block + text[end:]
+
+
+def rendered_cards(reports: list[tuple[str, dict]]) -> dict[Path, str]:
+    """Each model card with its model-index rendered from the reports."""
+    return {card: replace_model_index(card.read_text(encoding="utf-8"), model_index(reports, *about))
+            for card, about in CARDS.items()}
+
+
 # --- stamping a fresh report -------------------------------------------------------------------------
 
 def stamp(path: Path, command: str, note: str | None) -> None:
@@ -345,15 +400,17 @@ def main() -> int:
         return 0
     page = render_page(reports)
     readme = replace_readme_block(README.read_text(encoding="utf-8"), readme_block(reports))
+    written = {PAGE: page, README: readme} | rendered_cards(reports)
     if args.check:
-        stale = [p.name for p, text in ((PAGE, page), (README, readme))
+        stale = [str(p.relative_to(ROOT)) for p, text in written.items()
                  if not p.exists() or p.read_text(encoding="utf-8") != text]
         print(f"out of date: {', '.join(stale)} (run scripts/render_benchmarks.py)" if stale
               else "up to date")
         return 1 if stale else 0
-    PAGE.write_text(page, encoding="utf-8")
-    README.write_text(readme, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(ROOT)} ({len(reports)} reports) and README.md's table")
+    for path, text in written.items():
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)} ({len(reports)} reports), README.md's table and the model "
+          "cards' model-index")
     return 0
 
 
