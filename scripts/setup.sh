@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up: a virtual environment in .venv with the pinned packages and the bundled model.
-# `scripts/setup.sh test` adds the test tools and Debian's Chromium and HAProxy for the browser tests;
+# `scripts/setup.sh test` adds the test tools and Debian's Chromium, HAProxy and PostgreSQL for the tests;
 # `scripts/setup.sh class` adds HAProxy for scripts/serve_class.sh.
 # A stamp named after the requirements' hash makes a second run instant.
 set -euo pipefail
@@ -34,6 +34,8 @@ if [ "$mode" = test ] && ! command -v chromium >/dev/null 2>&1; then debs+=(chro
 if [ "$mode" != app ] && ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
   debs+=(haproxy)
 fi
+# postgresql: the class store's second database (SPECDEC_CLASS_DB), which its test starts and stops.
+if [ "$mode" = test ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then debs+=(postgresql); fi
 if [ "${#debs[@]}" -gt 0 ]; then
   echo "setup: installing Debian's ${debs[*]} (first time only)..." >&2
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
