@@ -71,6 +71,22 @@ def prompt_ids(pair):
     return pair.encode_prompt(TINY_PROMPT, False, 16)
 
 
+@pytest.fixture(scope="module")
+def close_pair(tmp_path_factory):
+    """The tiny target and a draft that is its noisy copy (it agrees often, not always)."""
+    from tiny_models import perturbed_copy, tiny_model, tiny_tokenizer
+
+    from specdec.models.pair import ModelPair
+
+    root = tmp_path_factory.mktemp("close-pair")
+    tokenizer = tiny_tokenizer()
+    target = tiny_model(len(tokenizer), seed=0)
+    for name, model in (("target", target), ("draft", perturbed_copy(target, 0.3, seed=5))):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return ModelPair.load(str(root / "target"), str(root / "draft"))
+
+
 @pytest.fixture(scope="session")
 def vocab(tokenizer):
     return len(tokenizer)

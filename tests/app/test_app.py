@@ -1,39 +1,10 @@
 """The app through streamlit.testing.v1.AppTest, pointed at the tiny pair: pages, buttons, errors."""
 
 import time
-from pathlib import Path
 
 import pytest
+from app_driver import APP, ROUNDS, XSS, assert_clean, errors, make_app, metrics
 from streamlit.testing.v1 import AppTest
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-ROUNDS = "app_pages/rounds.py"
-PROMPT = "def add(a, b):\n    return a + b\n"
-XSS = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"
-
-
-def make_app(tiny_pair_dirs, page=None, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    preset = {"target": tiny_pair_dirs["target"], "drafter": tiny_pair_dirs["draft"], "chat": False,
-              "prompt": PROMPT, **state}  # fmt: skip
-    for key, value in preset.items():
-        at.session_state[key] = value
-    at.run()  # the frame first (AppTest reruns only the page script after the first run)
-    if page:
-        at.switch_page(page).run()
-    return at
-
-
-def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.error]
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def test_home_page_loads(tiny_pair_dirs):

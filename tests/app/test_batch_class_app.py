@@ -3,7 +3,7 @@ table, Stop keeps what was measured, and a feature head is refused in one line. 
 tests/test_quick_runs.py.)"""
 
 import pytest
-from test_app import assert_clean, errors, make_app
+from app_driver import assert_clean, errors, make_app
 
 PAGE = "app_pages/batch_class.py"
 

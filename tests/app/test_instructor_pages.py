@@ -3,8 +3,8 @@
 import json
 
 import pytest
+from app_driver import assert_clean, errors, make_app, metrics
 from streamlit.testing.v1 import AppTest
-from test_app import assert_clean, errors, make_app, metrics
 
 SPEEDUP, SETS, GUARANTEE = "app_pages/speedup.py", "app_pages/code_vs_prose.py", "app_pages/guarantee.py"
 IDLE, VARIANTS = "app_pages/idle_machine.py", "app_pages/variants.py"

@@ -3,7 +3,7 @@ its test, the instructor steps one stage per click, presenter mode puts the roun
 playback settings survive an error."""
 
 import pyarrow as pa
-from test_app import ROUNDS, assert_clean, make_app, metrics
+from app_driver import ROUNDS, assert_clean, make_app, metrics
 
 
 def stage(at) -> int:

@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_app import assert_clean, make_app
+from app_driver import assert_clean, make_app
 
 from specdec.config import SamplingConfig, Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROUNDS, VARIANTS = "app_pages/rounds.py", "app_pages/variants.py"
 
 

@@ -1,14 +1,13 @@
 """Presenter mode, the sidebar's two levels and a cold server's first page (AppTest, tiny pair)."""
 
-from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+from app_driver import APP
 from streamlit.testing.v1 import AppTest
 
 from specdec.views.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT_SIZE, for_projector, styled
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 EVERYDAY = ["Drafter", "Draft length γ", "Temperature (0 = greedy)", "Acceptance rule"]
 MACHINERY = ["Price each draft by this machine's passes", "Stop drafting below this confidence",
              "Second choices beside the drafts (temperature 0)"]  # fmt: skip

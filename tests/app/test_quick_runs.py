@@ -5,13 +5,13 @@ page's placeholder redrawn during a run). AppTest with the tiny pair; no timed a
 from collections import Counter
 
 import pytest
-from test_app import assert_clean, errors, make_app
+from app_driver import assert_clean, errors, make_app
 
 from app_pages import ui
 from specdec.config import Settings
 from specdec.measure import batching, eta
-from specdec.views import charts
 from specdec.measure.guarantee import QUICK_SAMPLES, SampleTally, verdict_words
+from specdec.views import charts
 
 GUARANTEE, BATCH = "app_pages/guarantee.py", "app_pages/batch_class.py"
 

@@ -1,8 +1,8 @@
 """The rule on trial in AppTest with the tiny pair, and the round view under each acceptance rule."""
 
 import pytest
+from app_driver import APP, assert_clean, errors, make_app, metrics
 from streamlit.testing.v1 import AppTest
-from test_app import APP, assert_clean, errors, make_app, metrics
 
 from specdec.config import RULE_NAMES, SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL
 

@@ -2,7 +2,7 @@
 the tokenizer check."""
 
 import pytest
-from test_app import assert_clean, errors, make_app
+from app_driver import assert_clean, errors, make_app
 
 from specdec.measure import stack
 from specdec.measure.timing import TimedRun

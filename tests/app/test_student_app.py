@@ -1,8 +1,8 @@
 """Student mode in AppTest with the tiny pair: ask, reveal with marks, score, the shared link, escaping."""
 
 import pytest
+from app_driver import APP, ROUNDS, XSS, assert_clean, make_app, metrics
 from streamlit.testing.v1 import AppTest
-from test_app import APP, ROUNDS, XSS, assert_clean, make_app, metrics
 
 
 def answer_key(at: AppTest) -> str:

@@ -13,9 +13,19 @@ import re
 import time
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, MAIN, browser_page, streamlit_server, wait_idle
-from test_browser_guarantee import SIZES, record, timed_answer
-from test_browser_instructor import click_and_wait, shot
+from browser_driver import (
+    ARTIFACTS,
+    CHROMIUM,
+    MAIN,
+    SIZES,
+    browser_page,
+    click_and_wait,
+    record,
+    shot,
+    streamlit_server,
+    timed_answer,
+    wait_idle,
+)
 
 from specdec.measure.batching import QUICK_RUN
 from specdec.paths import BUNDLED_TARGET

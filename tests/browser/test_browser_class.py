@@ -22,8 +22,17 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, metric, set_animation, wait_idle
-from test_load import load_test_module
+from browser_driver import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    free_port,
+    load_test_module,
+    metric,
+    set_animation,
+    wait_idle,
+)
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [

@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, step, streamlit_server, unfold_inputs, wait_idle
+from browser_driver import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    step,
+    streamlit_server,
+    unfold_inputs,
+    wait_idle,
+)
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
@@ -185,7 +193,6 @@ def test_the_check_finds_a_cut_label(tiny_pair_dirs):
 
 
 if __name__ == "__main__":  # screenshots of every page in both views, for people to look at
-    sys.path.insert(0, str(Path(__file__).parent))
     from tiny_models import save_tiny_model
 
     out = ARTIFACTS / "display"

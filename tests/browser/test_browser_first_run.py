@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import (
+from browser_driver import (
     ARTIFACTS,
     CHROMIUM,
     browser_page,

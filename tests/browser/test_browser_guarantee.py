@@ -9,19 +9,19 @@ before it starts.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from test_browser import (
+from browser_driver import (
     ARTIFACTS,
     CHROMIUM,
-    ERROR,
     MAIN,
+    SIZES,
     browser_page,
     metric,
+    record,
     streamlit_server,
-    timed_click,
+    timed_answer,
     wait_idle,
 )
 
@@ -33,27 +33,6 @@ pytestmark = [
     pytest.mark.slow,  # the bundled models in a real server and a real browser
     pytest.mark.skipif(not CHROMIUM or not __import__("os").path.exists(CHROMIUM), reason="no Chromium"),
 ]
-
-SIZES = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
-TIMES = ARTIFACTS / "quick-runs.json"
-
-
-def record(name: str, figures: dict) -> None:
-    """Add a page's timings to test-artifacts/quick-runs.json (the batch page writes there too)."""
-    known = json.loads(TIMES.read_text()) if TIMES.exists() else {}
-    known[name] = figures
-    TIMES.write_text(json.dumps(known, indent=2) + "\n", encoding="utf-8")
-
-
-def timed_answer(page, button: str, done: str) -> dict:
-    """timed_click to the text `done`, a screenshot of the page however it ends, and no error shown."""
-    try:
-        figures = timed_click(page, button, page.get_by_text(done))
-    finally:
-        page.screenshot(path=ARTIFACTS / "quick-run-last.png", full_page=True)
-    assert not page.locator(ERROR).count()
-    wait_idle(page)
-    return figures
 
 
 def check_verdict(page) -> str:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, metric, streamlit_server, wait_idle
+from browser_driver import ARTIFACTS, CHROMIUM, browser_page, metric, streamlit_server, wait_idle
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [

@@ -12,7 +12,17 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, metric, streamlit_server, wait_idle
+from browser_driver import (
+    ARTIFACTS,
+    CHROMIUM,
+    browser_page,
+    click_and_wait,
+    metric,
+    set_number,
+    shot,
+    streamlit_server,
+    wait_idle,
+)
 
 from specdec.paths import BUNDLED_TARGET
 
@@ -32,29 +42,6 @@ def open_page(page, base: str, path: str, **overrides) -> None:
     page.goto(f"{base}/{path}?{urlencode({**SETTINGS, **overrides})}")
     page.locator('[data-testid="stMainBlockContainer"] h1').first.wait_for()
     wait_idle(page)
-
-
-def click_and_wait(page, button: str, done: str, timeout: float = 240_000) -> None:
-    """Click, then wait for `done`; fail at once (with a screenshot) if the page shows a traceback."""
-    page.get_by_role("button", name=button, exact=True).click()
-    finished = page.get_by_text(done).first.or_(page.locator('[data-testid="stException"]').first)
-    finished.wait_for(timeout=timeout)
-    if page.locator('[data-testid="stException"]').count():
-        page.screenshot(path=ARTIFACTS / "instructor-failure.png", full_page=True)
-        pytest.fail(f"{button}: {page.locator('[data-testid=stException]').first.inner_text()[:500]}")
-    wait_idle(page)
-
-
-def set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
-    wait_idle(page)
-
-
-def shot(page, name: str) -> None:
-    wait_idle(page)  # every Plotly chart drawn
-    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
 
 
 def captions(page) -> list[str]:

@@ -3,27 +3,16 @@ the app with the tiny pair. Asserts that every session shows exactly as many rou
 and that the server logged no traceback; the latencies are printed, never asserted."""
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, streamlit_server
+from browser_driver import ARTIFACTS, CHROMIUM, load_test_module, streamlit_server
 
 pytest.importorskip("playwright.async_api")
 pytestmark = [
     pytest.mark.slow,  # a real server and real browsers
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "load_test.py"
-
-
-def load_test_module():
-    spec = importlib.util.spec_from_file_location("load_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load_test"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_three_sessions_stepping_at_once_get_one_round_per_click(tiny_pair_dirs):

@@ -1,12 +1,13 @@
 """The real app in a real browser: start `streamlit run app.py`, drive it with Playwright + Chromium.
 
-As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round:
-    python tests/test_browser.py [--bundled [--second-choices]]     (screenshots under test-artifacts/)
+As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round
+(under test-artifacts/; PYTHONPATH names the folders pytest.ini puts on the path):
+    PYTHONPATH=.:scripts:tests/support .venv/bin/python tests/browser/test_browser_rounds.py \
+        [--bundled [--second-choices]]
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
 import time
@@ -14,107 +15,27 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-# The browser and the server as the scripts start them (the other browser tests import them from here).
-from local_app import CHROMIUM, CHROMIUM_ARGS, ERROR, MAIN, app_server, free_port, timed_click  # noqa: E402, F401
-
-ARTIFACTS = ROOT / "test-artifacts"
-STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
+from browser_driver import (
+    ARTIFACTS,
+    CHROMIUM,
+    STAGES,
+    browser_page,
+    interesting_rounds,
+    metric,
+    open_rounds,
+    screenshot_stages,
+    set_animation,
+    show_stage,
+    step,
+    streamlit_server,
+    wait_idle,
+)
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
     pytest.mark.slow,  # a real server and a real browser
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]
-
-
-@contextlib.contextmanager
-def streamlit_server(env: dict[str, str], timeout: float = 90.0, start_script: bool = False):
-    """The app on a free localhost port, its log in test-artifacts/server.log; always stopped.
-
-    `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
-    with app_server(ARTIFACTS / "server.log", env, timeout, start_script) as app:
-        yield app.url
-
-
-@contextlib.contextmanager
-def browser_page(height: int = 1000):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": height})
-            page.set_default_timeout(60_000)
-            yield page
-        finally:
-            browser.close()
-
-
-def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
-    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
-
-
-def wait_idle(page) -> None:
-    """Until Streamlit says the script is no longer running, every Plotly chart has drawn (Plotly's
-    script loads on first use and draws after the data arrives), and no element is still a grey
-    skeleton (a first page draws its elements a moment after the script ends)."""
-    page.wait_for_timeout(500)
-    page.wait_for_function(
-        """() => !document.querySelector('[data-testid="stStatusWidget"]')
-                 && !document.querySelector('[data-stale="true"]')
-                 && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-                        .every(chart => chart.querySelector('.main-svg'))
-                 && !document.querySelector('[data-testid="stSkeleton"], '
-                        + '[data-testid="stSkeletonElement"], [data-testid="stAppSkeleton"]')""",
-        timeout=60_000,
-    )
-    page.wait_for_timeout(300)
-
-
-def open_rounds(page, base: str, params: dict[str, str]) -> None:
-    page.goto(f"{base}/rounds?{urlencode(params)}")
-    page.get_by_role("button", name=re.compile("Step")).wait_for()
-    wait_idle(page)
-
-
-def unfold_inputs(page) -> None:
-    """Presenter mode folds the round view's prompt and playback settings into an expander: open it."""
-    folded = page.get_by_text("Prompt and playback", exact=True)
-    if folded.count() and not page.get_by_role("switch", name="Animate stages").is_visible():
-        folded.click()
-        wait_idle(page)
-
-
-def set_animation(page, on: bool) -> None:
-    unfold_inputs(page)
-    toggle = page.get_by_role("switch", name="Animate stages")
-    if toggle.is_checked() != on:
-        page.get_by_text("Animate stages").click()
-        wait_idle(page)
-
-
-def step(page) -> None:
-    """Click Step and wait until the counter shows one more round (a click during a rerun can be lost)."""
-    before = int(metric(page, "Rounds"))
-    for _ in range(3):
-        page.get_by_role("button", name=re.compile("Step")).click()
-        try:
-            page.get_by_text(f"Round {before + 1} of").wait_for(timeout=20_000)
-            break
-        except Exception:  # noqa: BLE001 - retry the click once or twice
-            continue
-    wait_idle(page)
-    # The counters hold a round back until its test (stage 3): one stage per click (presenter mode's
-    # pace) leaves it at stage 1, so show it whole.
-    whole = page.get_by_role("radio", name="5 · Output", exact=True)
-    if whole.count() and whole.get_attribute("aria-checked") != "true":
-        whole.click()
-        wait_idle(page)
-    assert int(metric(page, "Rounds")) == before + 1
 
 
 # Click Step, then for a second sample every 10 ms: elements marked stale, and elements fading.
@@ -146,25 +67,6 @@ def click_timeline_column(page, chart, number: int, columns: int) -> None:
     box = chart.bounding_box()
     x = box["x"] + 2 + (box["width"] - 4) * (number - 0.5) / columns
     page.mouse.click(x, box["y"] + box["height"] * 0.55)
-
-
-def show_stage(page, stage: str) -> None:
-    page.get_by_role("radio", name=stage, exact=True).click()
-    wait_idle(page)
-
-
-def screenshot_stages(page, prefix: str, rounds: int = 1) -> list[Path]:
-    """Step `rounds` times, then show and save each stage of the last round."""
-    set_animation(page, False)
-    for _ in range(rounds):
-        step(page)
-    saved = []
-    for number, stage in enumerate(STAGES, start=1):
-        show_stage(page, stage)
-        path = ARTIFACTS / f"{prefix}-stage{number}.png"
-        page.screenshot(path=path, full_page=True)
-        saved.append(path)
-    return saved
 
 
 def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
@@ -224,36 +126,6 @@ def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
     assert time.monotonic() - started < 240
 
 
-def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: bool) -> dict[str, int]:
-    """Replay the run outside the browser (same seed, same rounds) to find rounds worth a picture."""
-    from specdec.config import SamplingConfig, Settings
-    from specdec.core.records import STOP_CONFIDENCE
-    from specdec.views.stepper import Stepper
-    from specdec.models.pair import ModelPair
-
-    pair = ModelPair.load(target, drafter)
-    budget = int(params.get("max_new_tokens", Settings.max_new_tokens))
-    settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
-                        budget, int(params["seed"]),
-                        siblings=params.get("siblings", str(Settings.siblings)) == "True")  # fmt: skip
-    stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
-    while stepper.step() is not None:
-        pass
-    found = {}
-    for trace in stepper.traces:
-        if trace.num_drafted and not trace.is_bonus:
-            found.setdefault("rejection", trace.index)
-            if trace.num_accepted:
-                found.setdefault("partial", trace.index)
-        if trace.num_drafted and trace.is_bonus:
-            found.setdefault("bonus", trace.index)
-        if trace.num_drafted and trace.draft_stop == STOP_CONFIDENCE:
-            found.setdefault("adaptive-stop", trace.index)
-        if trace.kept_sibling is not None:
-            found.setdefault("second-choice", trace.index)
-    return found
-
-
 def test_feature_head_round_shows_what_it_read():
     """The bundled target with its shipped feature head, picked by link: stage 1 says what the head read
     and draws the target's hidden state."""
@@ -277,7 +149,6 @@ def test_feature_head_round_shows_what_it_read():
 
 
 if __name__ == "__main__":  # screenshots for people to look at
-    sys.path.insert(0, str(ROOT))
     ARTIFACTS.mkdir(exist_ok=True)
     bundled = "--bundled" in sys.argv
     if bundled:
@@ -290,7 +161,6 @@ if __name__ == "__main__":  # screenshots for people to look at
         if "--second-choices" in sys.argv:  # greedy, with the draft's second choices in the pass
             params |= {"temperature": "0.0", "siblings": "True"}
     else:
-        sys.path.insert(0, str(Path(__file__).parent))
         from tiny_models import save_tiny_model
 
         folder = ARTIFACTS / "tiny-models"

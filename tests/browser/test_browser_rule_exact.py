@@ -12,8 +12,7 @@ import re
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, wait_idle
-from test_browser_instructor import set_number
+from browser_driver import ARTIFACTS, CHROMIUM, browser_page, set_number, streamlit_server, wait_idle
 
 from specdec.paths import BUNDLED_TARGET
 

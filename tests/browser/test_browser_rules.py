@@ -13,17 +13,19 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import (
+from browser_driver import (
     ARTIFACTS,
     CHROMIUM,
     browser_page,
+    click_and_wait,
     set_animation,
+    set_number,
+    shot,
     show_stage,
     step,
     streamlit_server,
     wait_idle,
 )
-from test_browser_instructor import click_and_wait, set_number, shot
 
 from specdec.paths import BUNDLED_TARGET
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, wait_idle
+from browser_driver import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, wait_idle
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [

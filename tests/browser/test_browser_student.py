@@ -9,12 +9,11 @@ strip after a rejection and after a bonus, the timeline after 10 rounds:
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import (
+from browser_driver import (
     ARTIFACTS,
     CHROMIUM,
     browser_page,
@@ -84,7 +83,6 @@ def test_a_whole_run_in_student_mode_with_the_mouse_alone(tiny_pair_dirs):
 
 
 if __name__ == "__main__":  # screenshots for people to look at, with the bundled pair
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
     ARTIFACTS.mkdir(exist_ok=True)

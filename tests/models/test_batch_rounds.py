@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 import torch
+from round_laws import exact_target_law
 from scipy.stats import chisquare
-from test_rounds import exact_target_law
 from tiny_models import perturbed_copy
 
 from specdec.config import SamplingConfig, Settings

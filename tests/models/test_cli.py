@@ -6,20 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runs import run_cli, tiny_args
 
 from specdec.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def tiny_args(dirs, *extra):
-    return ["--target-model", dirs["target"], "--draft-model", dirs["draft"], *extra]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it

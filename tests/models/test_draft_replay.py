@@ -16,7 +16,7 @@ from specdec.config import SamplingConfig, Settings
 from specdec.models.runs import generate
 from specdec.paths import HELD_OUT_PROMPT_SETS
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "draft_replay.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "draft_replay.py"
 spec = importlib.util.spec_from_file_location("draft_replay", SCRIPT)
 replay_script = importlib.util.module_from_spec(spec)
 sys.modules["draft_replay"] = replay_script  # its dataclass looks itself up there

@@ -4,8 +4,7 @@ exact ones, and the tiny pair's trial beside its exact TV."""
 
 import pytest
 import torch
-from test_acceptance_rules import CASES, P, Q, first_token_law, tv
-from test_rules_statistical import close_pair, goodness_of_fit, sampled_first_tokens  # noqa: F401
+from rule_laws import CASES, P, Q, first_token_law, goodness_of_fit, sampled_first_tokens, tv
 
 from specdec.config import RULE_NAMES, SPECULATIVE, TOP_CHOICE, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
@@ -111,7 +110,7 @@ def test_what_samples_can_see():
 
 
 @pytest.mark.slow  # 300 sampled runs of every rule and the target on the tiny pair, ~7 s
-def test_the_tiny_pairs_sampled_tv_is_its_exact_tv_within_the_noise(close_pair):  # noqa: F811
+def test_the_tiny_pairs_sampled_tv_is_its_exact_tv_within_the_noise(close_pair):
     settings = Settings(gamma=3, sampling=SamplingConfig(2.0, 5, 1.0))
     prompt_ids = close_pair.encode_prompt("The quick brown", False, 8)
     custom = CustomRule.of("p > q", "residual")
@@ -129,7 +128,7 @@ def test_the_tiny_pairs_sampled_tv_is_its_exact_tv_within_the_noise(close_pair):
     assert torch.allclose(first.draft_probs, trial.first.draft_probs, atol=1e-5)
 
 
-def test_best_position_is_where_the_rule_loses_most(close_pair):  # noqa: F811
+def test_best_position_is_where_the_rule_loses_most(close_pair):
     settings = Settings(gamma=3, sampling=SamplingConfig(1.0, 5, 1.0))
     found = list(positions(close_pair, close_pair.encode_prompt("Once upon", False, 8), settings, count=8))
     assert [p.index for p in found] == list(range(len(found))) and len(found) >= 2

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 import torch
+from round_laws import PROMPT, emitted, exact_target_law
+from rule_laws import emitted_distribution
 from safetensors.torch import load_file
 from scipy.stats import chisquare
-from test_acceptance_exact import emitted_distribution
-from test_rounds import PROMPT, emitted, exact_target_law
 from tiny_models import tiny_model
 
 from specdec.config import DraftTrainingConfig, HeadTrainingConfig, SamplingConfig, Settings
@@ -25,6 +25,8 @@ from specdec.models.loading import SHIPPED_DRAFT, SHIPPED_DRAFT_WEIGHTS, LoadedM
 from specdec.models.runs import generate
 from specdec.training import train_feature_head as head_training
 from specdec.training.campaign import run_campaign
+from specdec.training.features import target_features, target_layer_features
+from specdec.training.train_draft import draw_weights
 from specdec.training.train_feature_head import (
     FeatureExample,
     build_head,
@@ -34,8 +36,6 @@ from specdec.training.train_feature_head import (
     train_head,
     unrolled_predictions,
 )
-from specdec.training.features import target_features, target_layer_features
-from specdec.training.train_draft import draw_weights
 
 
 def tiny_corpus(target, vocab, count=48, length=40):

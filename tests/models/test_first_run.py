@@ -22,7 +22,7 @@ from specdec.errors import SpecDecError
 from specdec.models import loading
 from specdec.paths import BUNDLED_TARGET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TARGET_FOLDER = "SmolLM2-135M-Instruct"
 
 

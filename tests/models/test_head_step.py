@@ -4,7 +4,7 @@ predicts what its forward predicts, and a loaded head keeps int8 weights only wh
 
 import pytest
 import torch
-from test_rounds import PROMPT, emitted
+from round_laws import PROMPT, emitted
 from tiny_models import tiny_model
 from transformers import DynamicCache
 

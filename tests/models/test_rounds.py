@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import torch
+from round_laws import PROMPT, emitted, exact_target_law
 from scipy.stats import chisquare
 from tiny_models import perturbed_copy
 
@@ -19,9 +20,6 @@ from specdec.core.records import (
     STOP_NO_MATCH,
 )
 from specdec.core.rounds import next_draft_cap, speculative_rounds, target_only_steps
-from specdec.core.sampling import warp_probs
-
-PROMPT = [5, 17, 42, 8, 99, 3]
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +34,6 @@ def run(target_model, drafter, vocab, sampling, seed=0, max_new_tokens=24, gamma
     settings = Settings(gamma, sampling, max_new_tokens, adaptive=adaptive, draft_threshold=threshold)
     traces = list(speculative_rounds(target, drafter, prompt, settings, generator))
     return traces, target
-
-
-def emitted(traces):
-    return [t for trace in traces for t in trace.emitted_tokens]
 
 
 @pytest.mark.parametrize("sampling", [SamplingConfig(temperature=0), SamplingConfig(temperature=1)], ids=str)
@@ -125,19 +119,6 @@ def test_trace_records_what_a_teacher_shows(tiny_target, tiny_draft, vocab):
             assert t.positions[t.num_accepted].residual_probs is not None
         assert t.emitted_tokens[-1] == t.next_token
         assert t.next_token in t.positions[t.num_accepted].token_ids  # the drawn token is shown too
-
-
-def exact_target_law(target_model, vocab, prompt, warp, length):
-    """{continuation: probability} of the target's first `length` tokens, from target passes alone."""
-    law = {(): 1.0}
-    for _ in range(length):
-        longer = {}
-        for prefix, mass in law.items():
-            probs = warp_probs(CachedModel(target_model, vocab).extend([*prompt, *prefix])[-1:], warp)[0]
-            for token in probs.nonzero().flatten().tolist():
-                longer[(*prefix, token)] = mass * float(probs[token])
-        law = longer
-    return law
 
 
 @pytest.mark.slow  # thousands of sampled runs, ~8 s; the fast loop keeps the exact enumerations

@@ -4,7 +4,7 @@ one-line message for each bad input."""
 import json
 
 import pytest
-from test_cli import run_cli, tiny_args
+from cli_runs import run_cli, tiny_args
 
 from specdec.config import RULE_NAMES
 

@@ -8,10 +8,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-import torch
-from scipy.stats import chisquare
-from test_acceptance_rules import P, Q, first_token_law
-from tiny_models import perturbed_copy, tiny_model, tiny_tokenizer
+from rule_laws import P, Q, first_token_law, goodness_of_fit, sampled_first_tokens
 
 from specdec.config import (
     RULE_NAMES,
@@ -25,32 +22,10 @@ from specdec.config import (
 from specdec.core.acceptance import RULES
 from specdec.measure.rules import rule_trial, trial_results
 from specdec.measure.stats import tv_noise_floor
-from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 
-ROUNDS = 4000
 P_VALUE_FLOOR = 1e-3
 LOSSLESS, LOSSY = (SPECULATIVE, SAMPLE_COMPARE), (TOP_CHOICE, TYPICAL)
-
-
-def sampled_first_tokens(rule, target_probs, draft_probs, gamma=3, seed=0) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    counts = torch.zeros(target_probs.shape[0])
-    for _ in range(ROUNDS):
-        drafted = torch.multinomial(draft_probs, gamma, replacement=True, generator=generator)
-        verdict = rule.accept(drafted, draft_probs.repeat(gamma, 1), target_probs.repeat(gamma + 1, 1),
-                              generator)  # fmt: skip
-        counts[int(drafted[0]) if verdict.num_accepted else verdict.next_token] += 1
-    return counts
-
-
-def goodness_of_fit(counts: torch.Tensor, law: torch.Tensor) -> float:
-    counts, law = counts.double(), law.double()
-    support = law > 1e-12
-    if counts[~support].sum() > 0:
-        return 0.0  # a token the law never emits
-    expected = law[support] / law[support].sum() * counts.sum()
-    return chisquare(counts[support].numpy(), expected.numpy()).pvalue
 
 
 @pytest.mark.slow  # 4,000 sampled rounds a rule, ~2 s each; test_exact_laws enumerates each rule's law
@@ -63,18 +38,6 @@ def test_each_rule_emits_its_own_exact_law(name):
         assert goodness_of_fit(counts, P) < P_VALUE_FLOOR
     else:
         assert goodness_of_fit(counts, P) > P_VALUE_FLOOR
-
-
-@pytest.fixture(scope="module")
-def close_pair(tmp_path_factory):
-    """The tiny target and a draft that is its noisy copy (it agrees often, not always)."""
-    root = tmp_path_factory.mktemp("close-pair")
-    tokenizer = tiny_tokenizer()
-    target = tiny_model(len(tokenizer), seed=0)
-    for name, model in (("target", target), ("draft", perturbed_copy(target, 0.3, seed=5))):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    return ModelPair.load(str(root / "target"), str(root / "draft"))
 
 
 @pytest.mark.slow  # 300 sampled runs of every rule and of the target on the tiny pair, ~7 s

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from test_charts import trace as hand_trace
+from hand_traces import trace as hand_trace
 from tiny_models import perturbed_copy
 
 from specdec.config import Settings

@@ -4,30 +4,9 @@ import itertools
 
 import pytest
 import torch
+from rule_laws import emitted_distribution
 
 from specdec.core.acceptance import greedy_accept, residual_distribution, speculative_accept
-
-
-def emitted_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-    """P(first emitted token = y), enumerating the drafted token x ~ q and the coin, from the rule.
-
-    For each x the rule reports its acceptance probability; on rejection the token comes from the
-    residual it reports. Nothing here restates the paper's formula.
-    """
-    vocab = target_probs.shape[0]
-    total = torch.zeros(vocab, dtype=torch.float64)
-    for x in range(vocab):
-        if draft_probs[x] == 0:
-            continue  # the draft can never propose x
-        verdict = speculative_accept(
-            torch.tensor([x]), draft_probs[None], torch.stack([target_probs, target_probs]),
-            torch.Generator().manual_seed(0),
-        )
-        accept = float(verdict.accept_probs[0])
-        residual = residual_distribution(target_probs, draft_probs).double()
-        total[x] += draft_probs[x] * accept
-        total += draft_probs[x] * (1 - accept) * residual
-    return total
 
 
 def random_distribution(vocab: int, generator: torch.Generator, zeros: int = 0) -> torch.Tensor:

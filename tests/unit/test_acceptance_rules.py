@@ -7,39 +7,11 @@ The lossless rules give exactly p; the lossy ones miss p by the TV distance work
 
 import pytest
 import torch
+from rule_laws import CASES, P, Q, first_token_law, tv
 
 from specdec.config import RULE_NAMES, SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL, Settings
 from specdec.core.acceptance import RULES, typical_thresholds
 from specdec.errors import SpecDecError
-
-
-def first_token_law(rule, target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-    """P(first emitted token = y) with one draft x ~ q, from the rule's own numbers."""
-    total = torch.zeros_like(target_probs)
-    for x in range(target_probs.shape[0]):
-        if draft_probs[x] == 0:
-            continue
-        verdict = rule.accept(torch.tensor([x]), draft_probs[None], torch.stack([target_probs] * 2),
-                              torch.Generator().manual_seed(0))  # fmt: skip
-        accept = float(verdict.accept_probs[0])
-        total[x] += draft_probs[x] * accept
-        total += draft_probs[x] * (1 - accept) * rule.replacement(target_probs, draft_probs, x)
-    return total
-
-
-def tv(a: torch.Tensor, b: torch.Tensor) -> float:
-    return 0.5 * float((a - b).abs().sum())
-
-
-P = torch.tensor([0.6, 0.3, 0.05, 0.05], dtype=torch.float64)
-Q = torch.tensor([0.1, 0.2, 0.4, 0.3], dtype=torch.float64)
-RANDOM = torch.Generator().manual_seed(3)
-CASES = {
-    "hand": (P, Q),
-    "random": tuple((w := torch.rand(6, generator=RANDOM, dtype=torch.float64)) / w.sum() for _ in range(2)),
-    "draft equals target": (P, P.clone()),
-    "one-hot draft": (P, torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=torch.float64)),
-}
 
 
 @pytest.mark.parametrize("case", CASES)

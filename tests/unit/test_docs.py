@@ -16,7 +16,7 @@ import pytest
 from specdec.cli.main import build_parser
 from specdec.errors import SpecDecError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 CARDS = sorted(ROOT.glob("assets/*/README.md"))
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md")), *CARDS]

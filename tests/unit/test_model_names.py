@@ -11,7 +11,7 @@ from specdec import model_names
 from specdec.errors import SpecDecError
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

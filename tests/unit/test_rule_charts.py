@@ -3,9 +3,10 @@ in, figures out (no model, no Streamlit)."""
 
 from dataclasses import replace
 
-from test_charts import LABELS, trace
+from hand_traces import LABELS, trace
 
 from specdec.views import charts
+
 ROWS = [
     {"rule": "speculative", "title": "speculative sampling", "lossless": True, "alpha": 0.95,
      "tv": 0.09},

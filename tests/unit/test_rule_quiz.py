@@ -2,7 +2,7 @@
 
 from dataclasses import replace
 
-from test_charts import trace
+from hand_traces import trace
 
 from specdec.views.quiz import reason
 

@@ -9,7 +9,9 @@ import functools
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("specdec", "app_pages")  # whose modules must not import each other in a circle
 MAX_LINES = 450
 # What specdec/core/ (the lesson) may not import: the speed machinery, the layers above it, the UI.
@@ -17,6 +19,19 @@ NOT_IN_CORE = ("specdec.kernels", "specdec.models", "specdec.serving", "specdec.
                "specdec.training", "specdec.cli",
                "streamlit")
 SKIPPED_FOLDERS = {"__pycache__", "node_modules"}  # and hidden ones: .venv, .git, caches
+# specdec's layers, lowest first: a module may import from its own layer or any layer before it, never after.
+LAYERS = [
+    {"specdec.errors", "specdec.paths", "specdec.clock", "specdec.model_names"},
+    {"specdec.config"},
+    {"specdec.core"},
+    {"specdec.kernels"},  # the CPU's speed machinery: the core never imports it, models apply it
+    {"specdec.models"},
+    {"specdec.serving"},  # the models' lock and which models a server may load
+    {"specdec.classroom"},  # a class answering together: its questions, links and store (no torch)
+    {"specdec.measure", "specdec.training"},
+    {"specdec.views"},  # what the pages draw; reads measure's statistics
+    {"specdec.cli"},
+]
 
 
 @functools.cache
@@ -97,8 +112,40 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def layer_of(module: str) -> int:
+    for level, names in enumerate(LAYERS):
+        if any(module == name or module.startswith(name + ".") for name in names):
+            return level
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def specdec_modules() -> list[tuple[str, Path]]:
+    """specdec's modules by dotted name, the package itself and its __main__ left out."""
+    return sorted((name, path) for name, path in package_modules().items()
+                  if name.startswith("specdec.") and name != "specdec.__main__")  # fmt: skip
+
+
 def importing(path: Path, forbidden: tuple[str, ...]) -> list[str]:
     return sorted(n for n in imported_names(path) if any(n == f or n.startswith(f + ".") for f in forbidden))
+
+
+@pytest.mark.parametrize(("name", "path"), specdec_modules(), ids=lambda value: str(value))
+def test_imports_point_down_the_layers_and_never_into_streamlit(name, path):
+    imported = imported_names(path)
+    assert not any(m == "streamlit" or m.startswith("streamlit.") for m in imported), name
+    for module in imported:
+        if module.startswith("specdec."):
+            assert layer_of(module) <= layer_of(name), f"{name} imports {module}, a layer above it"
+    if name.startswith("specdec.measure"):  # measure and training share a layer, not each other
+        assert not any(m.startswith("specdec.training") for m in imported), f"{name} imports training"
+    if name.startswith("specdec.training"):
+        assert not any(m.startswith(("specdec.measure", "specdec.views")) for m in imported), name
+
+
+def test_records_hold_no_tensors():
+    """Round records are plain data, apart from the torch loop that fills them."""
+    assert "torch" not in imported_names(ROOT / "specdec" / "core" / "records.py")
+    assert not {"torch", "transformers"} & imported_names(ROOT / "specdec" / "config.py")
 
 
 def test_the_core_imports_neither_the_speed_machinery_nor_the_layers_above_it():

@@ -1,10 +1,6 @@
 """scripts/warm_server.py reads the app's address from streamlit's own options, as start.sh passes them."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from warm_server import server_url  # noqa: E402
+from warm_server import server_url  # scripts/, on pytest.ini's pythonpath
 
 
 def test_the_address_comes_from_streamlits_options():
