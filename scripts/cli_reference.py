@@ -3,7 +3,7 @@
     .venv/bin/python scripts/cli_reference.py            # rewrite docs/reference/cli.md
     .venv/bin/python scripts/cli_reference.py --check    # exit 1 if the page differs from the parser
 
-tests/test_docs.py checks that the committed page equals what this prints.
+tests/unit/test_docs.py checks that the committed page equals what this prints.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The app on a free localhost port, for the scripts and tests that drive it in a browser
-(screenshots.py, load_test.py, tests/test_browser*.py): started with `streamlit run app.py`, stopped
+(screenshots.py, load_test.py, tests/browser/test_browser*.py): started with `streamlit run app.py`, stopped
 with its whole process group; and a click timed the way a class waits for it."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import os
 # shared 2-core machine (less contention), and it must be set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Draft lengths must not depend on how fast this machine ran a pass at load: every pass priced as one
-# token's (the pricing itself is tested with given costs, and the timing in test_layout_choice).
+# token's (the pricing itself is tested with given costs, and the timing in test_kernel_choice).
 os.environ.setdefault("SPECDEC_PASS_COSTS", "1")
 
 import pytest

@@ -4,7 +4,7 @@ A draft drafts one token at a time, and a two-layer draft spends much of each st
 matrix products: transformers' forward builds a causal mask and the rotary tables, dispatches through
 its attention interface and wraps every output in records, for two layers. Written out, the glue costs
 less (docs/LOG.md, "A drafted token's price within rounds", times both with
-`scripts/round_breakdown.py`); the hidden states are the forward's (tests/test_decoder_step.py). The
+`scripts/round_breakdown.py`); the hidden states are the forward's (tests/models/test_decoder_step.py). The
 engine's one-token drafting steps go through `decoder_step` (`draft_step_by_hand`), and a feature head's
 through `embedded_step` (`head_step_by_hand`); every pass over more tokens, and every pass of the target,
 stays the library's own forward. The engine (core.cached_model, core.drafters) is handed these steps

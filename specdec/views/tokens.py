@@ -1,4 +1,5 @@
-"""Tokens as a reader can see them: whitespace made visible, incomplete UTF-8 pieces as <0xNN> bytes."""
+"""Tokens as a reader can see them: whitespace made visible, a piece of a character split across
+tokens as ⟨piece·F0·9F⟩ (its bytes), and a special token in words (⟨end·of·answer⟩)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ _BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 # "↵␣×25"), and a label longer than MAX_TOKEN_CHARS is cut with "…" (never inside a mark or a count).
 RUN = 3
 MAX_TOKEN_CHARS = 16
-_PIECE = re.compile(r"<0x[0-9A-F]{2}>(?:×\d+)?|.×\d+|.", re.DOTALL)
+_PIECE = re.compile(r"<0x[0-9A-F]{2}>(?:×\d+)?|⟨[^⟩]*⟩|.×\d+|.", re.DOTALL)
+# Chat-template tokens in the words a page uses; any other special token shows its name without <| |>.
+SPECIAL_WORDS = {"<|im_start|>": "turn start", "<|im_end|>": "end of answer", "<|endoftext|>": "end of text",
+                 "</s>": "end of text", "<s>": "text start", "<|eot_id|>": "end of answer"}  # fmt: skip
+# Inside a label, words are parted by a middle dot, not a space: a run's tokens are written with spaces
+# between them (the CSV download), and a label must stay one word there.
+WORD_GAP = "·"
 
 
 @lru_cache(maxsize=1)
@@ -62,7 +69,7 @@ def visible_text(text: str) -> str:
 
 def capped(label: str, width: int = MAX_TOKEN_CHARS) -> str:
     """A label at most `width` characters long: cut with "…" between marks, never inside one."""
-    if len(label) <= width:
+    if len(label) <= width or re.fullmatch(r"⟨[^⟩]*⟩", label):  # one mark in words is never cut
         return label
     out = ""
     for piece in _PIECE.findall(label):
@@ -74,21 +81,36 @@ def capped(label: str, width: int = MAX_TOKEN_CHARS) -> str:
 
 def token_label(pair: ModelPair, token_id: int) -> str:
     """A token as a reader can see it, the one way every page draws it: whitespace visible and
-    run-length compacted, incomplete UTF-8 pieces as <0xNN> bytes, at most MAX_TOKEN_CHARS wide."""
+    run-length compacted, a piece of a character as ⟨piece·C3⟩, a special token in words, at most
+    MAX_TOKEN_CHARS wide."""
     return capped(_full_label(pair, token_id))
 
 
+def special_label(name: str) -> str:
+    """A special token (<|im_end|>) in words: ⟨end·of·answer⟩."""
+    words = SPECIAL_WORDS.get(name) or name.strip("<|>").replace("_", " ") or name
+    return f"⟨{words.replace(' ', WORD_GAP)}⟩"
+
+
+def piece_label(byte_values: list[int]) -> str:
+    """Bytes of a character split across tokens: ⟨piece·F0·9F⟩."""
+    return "⟨piece" + "".join(f"{WORD_GAP}{b:02X}" for b in byte_values) + "⟩"
+
+
 def _full_label(pair: ModelPair, token_id: int) -> str:
+    tokenizer = pair.target.tokenizer
+    raw = tokenizer.convert_ids_to_tokens(token_id) or ""
+    if token_id in tokenizer.all_special_ids:
+        return special_label(raw)
     text = pair.token_text(token_id)
     if "\ufffd" not in text and text:
         return visible_text(text)
-    raw = pair.target.tokenizer.convert_ids_to_tokens(token_id) or ""
-    if _BYTE_TOKEN.match(raw):  # SentencePiece byte-fallback tokens are already named <0xNN>
-        return raw.upper().replace("0X", "0x")
+    if _BYTE_TOKEN.match(raw):  # SentencePiece byte-fallback tokens are named <0xNN>
+        return piece_label([int(raw[3:5], 16)])
     table = _byte_level_decoder()
     if raw and all(char in table for char in raw):  # byte-level BPE: every character is one byte
-        return "".join(f"<0x{table[char]:02X}>" for char in raw)
-    return visible_text(text) or f"<id {token_id}>"
+        return piece_label([table[char] for char in raw])
+    return visible_text(text) or f"⟨token {token_id}⟩"
 
 
 _FENCE = re.compile(r"```([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

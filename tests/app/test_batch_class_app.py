@@ -1,6 +1,6 @@
 """The page "A class is a batch" in AppTest with the tiny pair: a full run fills the charts and the
 table, Stop keeps what was measured, and a feature head is refused in one line. (The quick default:
-tests/test_quick_runs.py.)"""
+tests/app/test_quick_runs.py.)"""
 
 import pytest
 from app_driver import assert_clean, errors, make_app

@@ -23,7 +23,7 @@ def test_every_page_loads(tiny_pair_dirs, page):
 
 
 @pytest.mark.slow  # a 40-token race and a sweep over γ through the page, ~8 s; the page loads in
-# test_every_page_loads, the race and the sweep themselves run in test_experiments
+# test_every_page_loads, the race and the sweep themselves run in test_measure_timing
 def test_speedup_race_and_sweep(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, SPEEDUP, max_new_tokens=40, gamma=3)  # several chart redraws
     at.button(key="b_race").click().run()

@@ -3,7 +3,7 @@ quick default at 1280x720 and 1920x1080 (the chart drawn per batch size, click t
 the answer with the load average, to test-artifacts/quick-runs.json; the words read against the
 chart's numbers), the full run one click more (wall time and the figures to test-artifacts/), and Stop.
 
-    .venv/bin/python -m pytest tests/test_browser_batch.py -x -q     (about 4 minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_batch.py -x -q     (about 4 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 at 1920×1080 (the tiny pair, so the pages open fast).
 
 As a script it saves a screenshot of every page in both views under test-artifacts/display/:
-    python tests/test_browser_display.py [--bundled]
+    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_display.py [--bundled]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ chart drawn while the samples arrive, the time from the click to the first chart
 against its own numbers. Then the full run (80 samples here) is one click more, with its estimate
 before it starts.
 
-    .venv/bin/python -m pytest tests/test_browser_guarantee.py -x -q     (about 2 minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_guarantee.py -x -q     (about 2 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Each page at its defaults, in a real browser with the bundled pair: the numbers the page shows,
 read off the page, against what its headline says. One server for the module, started as a user
 starts it (pass costs timed at load, not fixed as in the other tests). The rule on trial, the idle
-machine and the Variants copy demo have theirs in tests/test_browser_rules.py,
-tests/test_browser_instructor.py and tests/test_page_defaults.py.
+machine and the Variants copy demo have theirs in tests/browser/test_browser_rules.py,
+tests/browser/test_browser_instructor.py and tests/app/test_page_defaults.py.
 
-    .venv/bin/python -m pytest tests/test_browser_headlines.py -q      (about 4-6 minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_headlines.py -q      (about 4-6 minutes on 2 cores)
 """
 
 from __future__ import annotations

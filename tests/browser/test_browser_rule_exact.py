@@ -3,7 +3,7 @@ a link carrying `p > q`, the presets, a bad expression, and a trial whose lossy 
 at the prompt's next token, moved in one click to where it can. Screenshots at 1280x720 and 1920x1080
 go to test-artifacts/.
 
-    .venv/bin/python -m pytest tests/test_browser_rule_exact.py -x -q     (a few minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_rule_exact.py -x -q     (a few minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the page's default trial (its wall time and what it caught go to test-artifacts/), a small
 temperature sweep, and stage 3 of a round under each rule, with screenshots.
 
-    .venv/bin/python -m pytest tests/test_browser_rules.py -x -q     (about 2-3 minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_rules.py -x -q     (about 2-3 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 As a test it uses the tiny pair. As a script it takes the screenshots people look at, with the
 bundled pair: a question, a reveal with right and wrong answers, the score after 5 rounds, the cache
 strip after a rejection and after a bonus, the timeline after 10 rounds:
-    python tests/test_browser_student.py        (screenshots under test-artifacts/student-*.png)
+    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_student.py        (screenshots under test-artifacts/student-*.png)
 """
 
 from __future__ import annotations

@@ -152,7 +152,9 @@ def test_visible_text_and_byte_tokens(pair):
     space = tokenizer.convert_tokens_to_ids("Ġ")
     assert token_label(pair, space) == "␣"
     half_char = tokenizer.convert_tokens_to_ids("Ã")  # byte 0xC3: the first half of a UTF-8 letter
-    assert token_label(pair, half_char) == "<0xC3>"
+    assert token_label(pair, half_char) == "⟨piece·C3⟩"  # bytes in words, not <0xC3>
+    end = tokenizer.convert_tokens_to_ids("<eos>")  # a special token: in words, never as its raw name
+    assert token_label(pair, end) == "⟨eos⟩"
 
 
 def test_export_json_and_csv(pair):

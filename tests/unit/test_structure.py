@@ -1,7 +1,7 @@
 """The house's structure, read from the source with `ast` (nothing is imported): imports only point down,
 the lesson's core stays the lesson, and no file grows past what a reader can hold.
 
-Run alone to see the structure's state: .venv/bin/python -m pytest tests/test_structure.py -q
+Run alone to see the structure's state: .venv/bin/python -m pytest tests/unit/test_structure.py -q
 """
 
 import ast

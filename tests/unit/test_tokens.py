@@ -35,3 +35,14 @@ def test_chart_categories_are_capped_escaped_and_unique():
     assert names[1] == "↵␣×25"
     assert names[2] == "same" and names[3] == "same #4"
     assert token_names([1], labels, width=40)[0].endswith("x")  # a wider cap where a chart has room
+
+
+def test_special_tokens_and_pieces_read_as_words_and_are_never_cut():
+    from specdec.views.tokens import capped, piece_label, special_label
+
+    assert special_label("<|im_end|>") == "⟨end·of·answer⟩"
+    assert special_label("<|fim_prefix|>") == "⟨fim·prefix⟩"  # an unknown one: its name, without <| |>
+    long_piece = piece_label([0xF0, 0x9F, 0x98])
+    assert long_piece == "⟨piece·F0·9F·98⟩" and capped(long_piece, 12) == long_piece
+    assert capped("ab⟨piece·F0⟩cdefghijkl", 13) == "ab⟨piece·F0⟩…"  # cut after the mark, not in it
+    assert capped("ab⟨piece·F0⟩cdefghijkl", 12) == "ab…"
