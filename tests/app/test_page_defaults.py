@@ -11,6 +11,7 @@ import pytest
 from app_driver import assert_clean, make_app
 
 from specdec.config import SamplingConfig, Settings
+from specdec.views import playback
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS, VARIANTS = "app_pages/rounds.py", "app_pages/variants.py"
@@ -26,7 +27,7 @@ def page_constant(page: str, name: str):
 def test_a_step_shows_its_round_in_about_two_seconds_at_the_default_pace(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, ROUNDS)
     assert_clean(at)
-    speeds = page_constant(ROUNDS, "SPEEDS")
+    speeds = playback.SPEEDS
     beats = Settings().gamma - 1 + 4  # stage 1 reveals the drafts one by one, then stages 2 to 5
     assert speeds[at.session_state["speed"]] * beats <= 2.5
     assert at.session_state["animate_stages"]  # the staged animation stays, at a brisk pace

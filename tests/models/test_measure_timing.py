@@ -108,3 +108,38 @@ def test_saved_results_are_checked_for_types_as_well_as_keys(data, message):
     good = {"rows": [{"category": "code", "prompt": "p", "acceptance_rate": 0.5, "tokens_per_pass": 2,
                       "speedup": 1.2}]}  # fmt: skip
     assert ex.check_saved_results(good) is good
+
+
+def test_saved_results_round_trip_through_the_check(pair):
+    """What the page saves is what its reload accepts, with the run's settings beside the rows."""
+    settings = Settings(gamma=3, max_new_tokens=12, sampling=SamplingConfig(temperature=0.5))
+    rows = [{"category": "code", "prompt": "p", "acceptance_rate": 0.5, "tokens_per_pass": 2, "speedup": 1.2}]
+    saved = ex.saved_results(pair, settings, chat=True, rows=rows)
+    assert ex.check_saved_results(saved) is saved
+    assert saved["drafter"] == pair.drafter_name and saved["rows"] == rows
+    assert saved["settings"] == {"gamma": 3, "temperature": 0.5, "top_k": settings.sampling.top_k,
+                                 "top_p": settings.sampling.top_p, "max_new_tokens": 12, "chat": True}
+
+
+def test_the_drafters_raced_are_the_pair_s_own_and_a_drafter_that_fails_is_said(pair):
+    from specdec.measure import drafter_race
+
+    asked = []
+
+    def pair_with(drafter):
+        asked.append(drafter)
+        return pair
+
+    lanes, note = drafter_race.lanes_to_race(pair, Settings(), pair_with)
+    assert note is None and asked[0] == "ngram"
+    assert list(lanes)[:4] == [ex.TARGET, "n-gram lookup", "draft model, γ fixed", "draft model, adaptive"]
+    assert lanes[ex.TARGET][2] is False and all(speculates for _, _, speculates in list(lanes.values())[1:])
+    assert not lanes["draft model, γ fixed"][1].adaptive and lanes["draft model, adaptive"][1].adaptive
+
+    def failing(drafter):
+        if drafter != "ngram":
+            raise SpecDecError("that drafter does not load here")
+        return pair
+
+    lanes, note = drafter_race.lanes_to_race(pair, Settings(), failing)
+    assert note == "that drafter does not load here" and list(lanes) == [ex.TARGET, "n-gram lookup"]

@@ -9,9 +9,9 @@ import pytest
 
 from specdec.config import SamplingConfig, Settings
 from specdec.core.metrics import summarize
+from specdec.models.pair import ModelPair
 from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED, Stepper
 from specdec.views.tokens import token_label, visible_text
-from specdec.models.pair import ModelPair
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
