@@ -10,9 +10,10 @@ that `stamp` adds once, right after the run, on the machine that ran it:
     .venv/bin/python scripts/render_benchmarks.py          # rewrite docs/benchmarks.md and README's table
     .venv/bin/python scripts/render_benchmarks.py --check         # exit 1 where either differs
 
-`provenance`: date, time (UTC), commit, command, versions (Python, torch, transformers), and a note
-(optional). Reports are shown newest first: by date, then time (or, where a report has none, the time
-of the commit it was run at), then file name; each under a heading of its own.
+`provenance`: date, time (UTC, when it was stamped; for reports stamped before stamp recorded it, when
+the report was committed), commit, command, versions (Python, torch, transformers), and a note
+(optional). Reports are shown newest first, by date, then time, then file name, each under a heading of
+its own; nothing here asks git, so a shallow clone renders the same page.
 """
 
 from __future__ import annotations
@@ -60,19 +61,8 @@ def provenance(report: dict) -> dict:
 
 
 def time_of_day(report: dict) -> str:
-    """"HH:MM" (UTC) of the run: the provenance's time, else the time of the commit the run was made at
-    (a report is stamped right after its run), else "" where neither is known."""
-    source = provenance(report)
-    if source.get("time"):
-        return source["time"]
-    commit = source.get("commit")
-    if not commit:
-        return ""
-    shown = subprocess.run(["git", "show", "-s", "--format=%ct", commit], capture_output=True, text=True,
-                           cwd=ROOT)
-    if shown.returncode != 0 or not shown.stdout.strip().isdigit():
-        return ""
-    return datetime.datetime.fromtimestamp(int(shown.stdout.strip()), datetime.UTC).strftime("%H:%M")
+    """"HH:MM" (UTC) from the provenance, "" where it has none (those sort first within their date)."""
+    return provenance(report).get("time", "")
 
 
 def cpu_name(report: dict) -> str:
