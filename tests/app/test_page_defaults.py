@@ -46,8 +46,8 @@ def test_variants_races_at_temperature_zero_and_reads_lookup_numbers(tiny_pair_d
 @pytest.mark.slow
 def test_the_first_ready_prompt_rejects_a_draft_within_three_steps(bundled_pair):
     """The Stack prompt: its first round rejected a draft, both with the passes priced alike (as here)
-    and timed at load (as the app does; tests/browser/test_browser_headlines.py checks it in the browser). The
-    palindrome prompt, first before, kept every draft in rounds 1-3 here."""
+    and timed at load (as the app does; tests/browser/test_browser_headlines.py checks it in the
+    browser). The palindrome prompt, first before, kept every draft in rounds 1-3 here."""
     from specdec.views.stepper import Stepper
 
     prompt = next(iter(json.loads((ROOT / "assets/ready_prompts.json").read_text()).values()))[0]

@@ -1,7 +1,8 @@
 """A new user's first run, in a real browser: ./start.sh with empty model and Hugging Face caches serves
 a round view that converts the bundled target on its first page, then steps.
 
-As a script it prints the first-run figures the README gives (`PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_first_run.py`).
+As a script it prints the first-run figures the README gives:
+    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_first_run.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The instructor pages in a real browser with the bundled pair: open each, run its main action with
 small sizes, save a screenshot, and write the numbers each page showed to test-artifacts/.
 
-    .venv/bin/python -m pytest tests/browser/test_browser_instructor.py -x -q     (about 2-4 minutes on 2 cores)
+    .venv/bin/python -m pytest tests/browser/test_browser_instructor.py -x -q   (about 2-4 minutes on 2 cores)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round
 (under test-artifacts/; PYTHONPATH names the folders pytest.ini puts on the path):
-    PYTHONPATH=.:scripts:tests/support PYTHONPATH=.:scripts:tests/support .venv/bin/python tests/browser/test_browser_rounds.py \
+    PYTHONPATH=.:scripts:tests/support .venv/bin/python tests/browser/test_browser_rounds.py \
         [--bundled [--second-choices]]
 """
 

@@ -1,5 +1,7 @@
 """'In your stack' with the bundled pair in a real browser: the live transformers run, the engines' lines
-and the quiz. As a script it prints how long the run took (`PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_stack.py`)."""
+and the quiz. As a script it prints how long the run took:
+    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_stack.py
+"""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 As a test it uses the tiny pair. As a script it takes the screenshots people look at, with the
 bundled pair: a question, a reveal with right and wrong answers, the score after 5 rounds, the cache
-strip after a rejection and after a bonus, the timeline after 10 rounds:
-    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_student.py        (screenshots under test-artifacts/student-*.png)
+strip after a rejection and after a bonus, the timeline after 10 rounds (test-artifacts/student-*.png):
+    PYTHONPATH=.:scripts:tests/support python tests/browser/test_browser_student.py
 """
 
 from __future__ import annotations
