@@ -142,10 +142,10 @@ def faster_precision(model: nn.Module, int8: bool = False) -> nn.Module:
         return fp32
 
     def decide() -> str:
-        # The candidates take turns, so a slow moment touches each alike (timed one after the other, the
-        # AMD EPYC held to AVX2 kernels kept fp32 in one process and int8 in the next). Each pass comes
-        # after a sweep of the CPU's caches: in a round the target's pass has swept out the draft's
-        # weights before the draft's first step.
+        # The candidates take turns, so a slow moment touches each alike (timed one after the other, one
+        # process could keep another precision than the next: docs/LOG.md, "A drafted token's price
+        # within rounds"). Each pass comes after a sweep of the CPU's caches: in a round the target's pass
+        # has swept out the draft's weights before the draft's first step.
         contexts = {name: _context(candidate) for name, candidate in candidates.items()}
         sweeper = cache_sweeper()
         fastest = dict.fromkeys(candidates, float("inf"))
@@ -200,8 +200,8 @@ VERIFIED_SIZES = range(2, 9)
 
 def _fastest_layout(model: nn.Module, sweeps: int = 4) -> str:
     """The layout (or split) to keep, from every candidate's passes over 1 to 8 tokens, timed in turns
-    (`_fastest_passes`). (Timed one layout after another, two passes each, three processes in a row on
-    the Intel Xeon with AVX2 kernels chose three different layouts.)"""
+    (`_fastest_passes`): timed one layout after another, processes in a row could each choose another
+    layout (docs/LOG.md, "One layout per pass size", "With the layouts chosen by turns")."""
     layouts, sizes = candidate_layouts(model.dtype), range(1, VERIFIED_SIZES.stop)
     fastest = _fastest_passes(model, layouts, sizes, sweeps)
     few = min(layouts, key=lambda layout: fastest[layout, 1])
