@@ -33,10 +33,11 @@ def intro() -> None:
 
 
 def controls() -> tuple[int, int]:
-    left, right = st.columns(2)
-    tokens = left.slider("New tokens per row (full run)", 8, 64, 32, step=8, key="_bc_tokens")
-    prompts = right.slider(f"Prompts from the {PROMPT_SET} set, repeated to fill a batch (full run)", 1, 6, 4,
-                           key="_bc_prompts")  # fmt: skip
+    with ui.inputs_box("Full run's size"):
+        left, right = st.columns(2)
+        tokens = left.slider("New tokens per row (full run)", 8, 64, 32, step=8, key="_bc_tokens")
+        prompts = right.slider(f"Prompts from the {PROMPT_SET} set, repeated to fill a batch (full run)",
+                               1, 6, 4, key="_bc_prompts")  # fmt: skip
     return int(tokens), int(prompts)
 
 

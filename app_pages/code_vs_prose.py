@@ -40,15 +40,16 @@ def intro() -> None:
 
 def chosen_sets(pair: ModelPair) -> tuple[dict[str, list[str]], Settings]:
     """The editable prompt sets, cut to N prompts per category, and the settings to run them with."""
-    with st.expander("Prompt sets (editable: add, change or delete rows)"):
-        edited = st.data_editor(
-            bundled_prompt_sets(), num_rows="dynamic", key="_cp_editor", width="stretch",
-            column_config={"category": st.column_config.TextColumn(required=True),
-                           "prompt": st.column_config.TextColumn(width="large", required=True)},
-        )  # fmt: skip
-    cols = st.columns(3)
-    per_category = cols[0].number_input("Prompts per category", 1, 20, 2, key="_cp_per_cat")
-    new_tokens = cols[1].number_input("New tokens per prompt", 4, 256, 32, key="_cp_tokens")
+    with ui.inputs_box("Prompt sets and run size"):
+        with st.expander("Prompt sets (editable: add, change or delete rows)"):
+            edited = st.data_editor(
+                bundled_prompt_sets(), num_rows="dynamic", key="_cp_editor", width="stretch",
+                column_config={"category": st.column_config.TextColumn(required=True),
+                               "prompt": st.column_config.TextColumn(width="large", required=True)},
+            )  # fmt: skip
+        cols = st.columns(3)
+        per_category = cols[0].number_input("Prompts per category", 1, 20, 2, key="_cp_per_cat")
+        new_tokens = cols[1].number_input("New tokens per prompt", 4, 256, 32, key="_cp_tokens")
     sets: dict[str, list[str]] = {}
     for row in edited if isinstance(edited, list) else edited.to_dict("records"):
         category, prompt = str(row.get("category") or "").strip(), str(row.get("prompt") or "")
@@ -62,7 +63,7 @@ def chosen_sets(pair: ModelPair) -> tuple[dict[str, list[str]], Settings]:
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
         st.stop()
-    cols[2].caption(
+    ui.note(
         f"{sum(len(p) for p in sets.values())} prompt(s) in {len(sets)} categories · drafter "
         f"**{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
         f"{settings.sampling.temperature:g} "

@@ -5,6 +5,7 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import class_poll, ui
+from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
@@ -79,20 +80,22 @@ def sampled_outcomes(pair: ModelPair) -> None:
         "few hundred samples show the whole distribution. Beside them, a negative control that should "
         "*not* match: the draft alone (each run's first draft, as if every draft were kept)."
     )
-    left, right = st.columns([4, 1])
-    left.text_input("Prompt", value=st.session_state["_gu_prompt"], key="_gu_prompt",
-                    max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
-    right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
-    st.caption(
-        "This section samples with its own temperature and top-k, set here (they override the sidebar's "
-        "for this section only): a small top-k keeps the outcomes few enough to count."
-    )
-    cols = st.columns(4)
-    samples = int(cols[0].number_input("Samples of each kind (full run)", 10, 2000, 200, step=10,
-                                       key="_gu_samples"))  # fmt: skip
-    num_tokens = int(cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens"))
-    top_k = cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_gu_topk")
-    temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1, key="_gu_temp")
+    with ui.inputs_box(f"Prompt: {md_escape(st.session_state['_gu_prompt'][:70])}"):
+        left, right = st.columns([4, 1])
+        left.text_input("Prompt", value=st.session_state["_gu_prompt"], key="_gu_prompt",
+                        max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+        right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
+        st.caption(
+            "This section samples with its own temperature and top-k, set here (they override the "
+            "sidebar's for this section only): a small top-k keeps the outcomes few enough to count."
+        )
+        cols = st.columns(4)
+        samples = int(cols[0].number_input("Samples of each kind (full run)", 10, 2000, 200, step=10,
+                                           key="_gu_samples"))  # fmt: skip
+        num_tokens = int(cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens"))
+        top_k = cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_gu_topk")
+        temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1,
+                                           key="_gu_temp")  # fmt: skip
     chat = bool(st.session_state["_gu_chat"])
     base, prompt_ids = ui.require_prompt(pair, st.session_state["_gu_prompt"], chat, num_tokens + 1)
     # The engine's own rule here, whatever the sidebar's: the other rules are on trial on their own page.

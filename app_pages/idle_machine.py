@@ -30,8 +30,9 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
     st.markdown(f"This server runs the target **{pair.target.describe()}** on **{device}**.")
     st.caption("Why a pass costs what it does on a CPU (matrix layouts, packing, kernels): "
                "docs/explanation/cpu-pass-cost.md.")
-    repeats = st.slider("Repeats per size (the median is plotted, the bars span the fastest to the slowest)",
-                        1, 20, 5, key="_im_repeats")  # fmt: skip
+    with ui.inputs_box("Repeats per size"):
+        repeats = st.slider("Repeats per size (the median is plotted, the bars span the fastest to the "
+                            "slowest)", 1, 20, 5, key="_im_repeats")  # fmt: skip
     key = (pair.target.name, tuple(prompt_ids), int(repeats))
     if ui.run_stop_buttons("Time the forward pass", "b_cost", "b_im_stop", "_im_stop"):
         ui.run_with_progress(

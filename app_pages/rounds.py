@@ -247,9 +247,9 @@ def _buttons(waiting_for_answer: bool) -> None:
     """Step, Play, Back, Reset; → and ← step and go back (a presentation clicker sends them too)."""
     by_stage = bool(state["stage_per_click"])
     cols = st.columns(4)
+    stages_left = playback.next_stage_only(state, round_shown=stepper.current is not None)
     cols[0].button("Step ▶|", on_click=_step, key="b_step",
-                   disabled=stepper.at_end and not playback.next_stage_only(state, stepper.current is not None)
-                   or waiting_for_answer,
+                   disabled=stepper.at_end and not stages_left or waiting_for_answer,
                    width="stretch", shortcut="Right",
                    help="answer the question first" if waiting_for_answer else
                    "one stage per click (→)" if by_stage else "the next round (→)")  # fmt: skip
