@@ -116,7 +116,7 @@ def draft_prices(pair: ModelPair, settings, prices: list[dict]) -> None:
     elif not settings.price_drafts:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
     st.table(prices)  # its pass costs are the chart's "timed at load" points
-    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of four sweeps (the "
+    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of several sweeps (the "
                "diamonds on the chart above, once the pass is timed there); larger passes are priced as the "
                "largest timed. The first draft's drafting step is already paid: its q comes from the pass "
                "over the last token, which the drafter makes anyway.")
