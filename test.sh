@@ -1,11 +1,28 @@
 #!/usr/bin/env bash
-# Set up (first time only, with test tools and Chromium) and run the whole test suite.
-# The quick loop (`./test.sh -m "not slow"`) runs its test files on two cores (pytest-xdist, one file to
-# a worker, so a module's fixtures are built once); the whole suite stays in one process, where the
-# browser tests and the servers they start have the machine to themselves.
+# Set up (first time only, with test tools and Chromium) and run the tests.
+#   ./test.sh                    the whole suite, in two runs with one exit status: tests/unit, tests/models
+#                                and tests/app on two cores (pytest-xdist, one file to a worker, so a
+#                                module's fixtures are built once), then tests/browser in one process,
+#                                where the browsers and the servers they start have the machine to themselves
+#   ./test.sh -m "not slow" -q   the quick loop: the first run only (every browser test is slow)
+#   ./test.sh tests/app/x.py     named files or folders: one process, as given
+# Other pytest options pass through to both runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh test
-parallel=()
-case " $* " in *"not slow"*) parallel=(-n 2 --dist loadfile) ;; esac
-exec .venv/bin/python -m pytest ${parallel[@]+"${parallel[@]}"} "$@"
+pytest=(.venv/bin/python -m pytest)
+for arg in "$@"; do
+  if [[ $arg == tests* && -e ${arg%%::*} ]]; then exec "${pytest[@]}" "$@"; fi
+done
+
+# pytest's exit status 5 is "no test selected": fine for one run if the other ran tests.
+"${pytest[@]}" -n 2 --dist loadfile --ignore=tests/browser "$@" && parallel=0 || parallel=$?
+case " $* " in
+  *"not slow"*) serial=5 ;;
+  *) "${pytest[@]}" tests/browser "$@" && serial=0 || serial=$? ;;
+esac
+for status in "$parallel" "$serial"; do
+  if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+done
+if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then exit 5; fi
+exit 0

@@ -23,9 +23,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from test_browser import browser_page, free_port, open_rounds  # noqa: E402
+from browser_driver import browser_page, free_port, open_rounds  # noqa: E402
 
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD  # noqa: E402
 
