@@ -4,7 +4,7 @@ from dataclasses import asdict, replace
 
 import streamlit as st
 
-from app_pages import class_poll, rule_exact, ui
+from app_pages import class_poll, rule_exact, rule_trees, ui
 from app_pages.words import drafter_words
 from specdec.config import RULE_NAMES, SamplingConfig, Settings
 from specdec.core.acceptance import RULES
@@ -152,7 +152,7 @@ def show_trial(rows: list[dict], temperature: float) -> None:
 
 
 def sweep_section(pair: ModelPair) -> None:
-    st.header("3 · The exact rule at every temperature")
+    st.header("4 · The exact rule at every temperature")
     st.markdown(
         f"A classic wrong answer: \"{QUIZ_DISTRACTOR}\". Here is speculative sampling on the held-out "
         f"code and prose prompts at T = {', '.join(f'{t:g}' for t in rules.SWEEP_TEMPERATURES)}, with the "
@@ -227,4 +227,5 @@ pair = ui.require_pair()
 at = trial_section(pair)
 if at is not None:
     rule_exact.own_rule_section(pair, *at)
+    rule_trees.tree_rules_section(pair, *at)
 sweep_section(pair)

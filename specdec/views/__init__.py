@@ -10,6 +10,8 @@
     prompt_kinds.py  code vs prose in words: kinds of text, the quiz and its feedback
     engine_words.py  a run's figures in the words vLLM, llama.cpp and SGLang print
     draft_length.py  why a round drafted as many tokens as it did, in words
+    tree_view.py     a tree round: each node's verdict, its place in a drawing, the attention mask, the
+                     sibling-by-sibling test as steps
     class_questions.py  the questions the lesson puts to the whole room, and their measured answers
     charts/          chart builders, one module per page: records in, figures out
 """

@@ -9,6 +9,7 @@ No Streamlit here. One module per page, in the order a class meets them, and the
     idle_machine.py   what a target pass costs, where a round's time goes
     guarantee.py      the rule on toy distributions, sampled outcomes side by side
     rule_trial.py     acceptance against distance, the exact rule over temperature
+    trees.py          a token tree by verdict, its attention mask, the sibling test, tree rules' acceptance
     batch_class.py    throughput, a pass's cost and the ratio as rows are added
     student.py        a student's guesses against the true chances
     class_poll.py     the room's answers to a question, beside the measured truth on reveal
@@ -66,6 +67,7 @@ from specdec.views.charts.style import (
     SPEC_COLOR,
     THEORY_COLOR,
 )
+from specdec.views.charts.trees import mask_chart, step_chart, tree_acceptance_chart, tree_chart
 from specdec.views.charts.variants import drafter_chart
 
 __all__ = [
@@ -116,4 +118,8 @@ __all__ = [
     "batch_ratio_chart",
     "calibration_chart",
     "class_answers_chart",
+    "tree_chart",
+    "mask_chart",
+    "step_chart",
+    "tree_acceptance_chart",
 ]

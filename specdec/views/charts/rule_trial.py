@@ -10,7 +10,10 @@ from plotly.subplots import make_subplots
 from specdec.views.charts.style import INK, LANE_COLORS, PLAIN_COLOR, THEORY_COLOR, narrow, styled, token_names
 
 RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compare": "#1e88e5",
-               "typical": "#ef6c00"}  # fmt: skip
+               "typical": "#ef6c00",
+               # the multi-candidate rules (config.TREE_RULE_NAMES): exact in greens and blues, lossy warm
+               "without-replacement": "#2e7d32", "with-replacement": "#1e88e5", "q-kept": "#ef6c00",
+               "top-k-as-sampled": "#c62828"}  # fmt: skip
 
 
 def band_headline(rows: list[dict], noise_band: float) -> str:
