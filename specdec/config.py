@@ -45,6 +45,21 @@ Q_KEPT, TOP_K_AS_SAMPLED = "q-kept", "top-k-as-sampled"
 TREE_RULE_NAMES = (WITHOUT_REPLACEMENT, WITH_REPLACEMENT, Q_KEPT, TOP_K_AS_SAMPLED)
 LOSSY_TREE_RULES = (Q_KEPT, TOP_K_AS_SAMPLED)
 
+# Settings.tree: a chain, the shape measured best, or a tree of N drafted nodes.
+TREE_OFF, TREE_AUTO, MAX_TREE_NODES = "off", "auto", 64
+
+
+def tree_nodes(tree: str) -> int | None:
+    """Settings.tree as a number of drafted nodes: 0 for 'off', None for 'auto' (SpecDecError otherwise)."""
+    text = str(tree).strip().lower()
+    if text in (TREE_OFF, TREE_AUTO):
+        return 0 if text == TREE_OFF else None
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TREE_NODES:
+        raise SpecDecError(f"tree must be 'off', 'auto' or a number of nodes from 1 to {MAX_TREE_NODES}, "
+                           f"got {tree!r}")
+    return int(text)
+
+
 # What a draft's training may lower (training/losses.py): forward KL, total variation, or their mean.
 DRAFT_LOSSES = ("kl", "tvd", "mix")
 
@@ -107,8 +122,17 @@ class Settings:
     siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft, in the "
                              "same target pass, where it lowers what the round's tokens cost (a tree of "
                              "drafts)")
+    tree: str = setting(TREE_OFF, "verify a tree of drafts in one target pass, at any temperature: "
+                        "'off' (a chain), 'auto' (the shape measured best for this machine) or N (a tree of "
+                        "N drafted nodes, shaped by measured acceptance); a draft model drafts it")
+    tree_rule: str = setting(WITHOUT_REPLACEMENT, "how a tree's siblings are drawn and judged: "
+                             "without-replacement (exact), with-replacement (exact, SpecInfer), q-kept and "
+                             "top-k-as-sampled (both lossy)")
 
     def __post_init__(self) -> None:
+        tree_nodes(self.tree)  # refuses a bad value in one line
+        if self.tree_rule not in TREE_RULE_NAMES:
+            raise SpecDecError(f"tree-rule must be one of {', '.join(TREE_RULE_NAMES)}, got {self.tree_rule!r}")
         if self.rule not in RULE_NAMES:
             raise SpecDecError(f"rule must be one of {', '.join(RULE_NAMES)}, got {self.rule!r}")
         _finite("draft-threshold", self.draft_threshold)

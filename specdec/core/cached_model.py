@@ -61,20 +61,25 @@ class ReducedHead:
 TREE_ATTENTION = ("sdpa", "eager")
 
 
-def tree_attention(parents: list[int], cached: int) -> tuple[torch.Tensor, torch.Tensor]:
+def tree_attention(parents: list[int], cached: int,
+                   new: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The mask and positions for feeding a tree of tokens after `cached` ones: token i sees the cache,
-    its ancestors and itself. -> (bool mask (1, 1, n, cached + n), True where attending; position ids
-    (1, n): `cached` + depth)."""
+    its ancestors and itself. `parents` covers the whole tree (parents come before their children);
+    only its last `new` tokens are fed now (all if None), the ones before them were fed by an earlier
+    call and sit in the cache right after the `cached` tokens, where each sees only its own ancestors.
+    -> (bool mask (1, 1, new, cached + len(parents)), True where attending; position ids (1, new):
+    `cached` + depth)."""
     n = len(parents)
+    new = n if new is None else new
     sees = torch.zeros(n, n, dtype=torch.bool)
     depth = [0] * n
-    for node, parent in enumerate(parents):  # parents come before their children
+    for node, parent in enumerate(parents):
         if parent >= 0:
             sees[node] = sees[parent]
             depth[node] = depth[parent] + 1
         sees[node, node] = True
-    mask = torch.cat([torch.ones(n, cached, dtype=torch.bool), sees], dim=1)
-    return mask[None, None], torch.tensor([depth]) + cached
+    mask = torch.cat([torch.ones(n, cached, dtype=torch.bool), sees], dim=1)[n - new :]
+    return mask[None, None], torch.tensor([depth[n - new :]]) + cached
 
 
 class CachedModel:
@@ -126,8 +131,12 @@ class CachedModel:
         """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
         ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
         token's next-token logits (tokens, vocab), float32, on the model's device as `extend`'s. The
-        cache then holds every token of the tree, in this order; `keep` picks the path that survived."""
-        sees, positions = tree_attention(parents, self.cache_length)
+        cache then holds every token of the tree, in this order; `keep` picks the path that survived.
+
+        A tree may be fed in several calls (a draft grows one level at a time): `parents` then covers
+        every token of the tree fed so far, and `token_ids` are its last ones."""
+        earlier = len(parents) - len(token_ids)  # the tree's tokens already in the cache, at its end
+        sees, positions = tree_attention(parents, self.cache_length - earlier, len(token_ids))
         device, dtype = self.model.device, self.model.dtype
         # Additive, as eager attention adds it to the scores (it would add a bool mask as 0s and 1s).
         mask = torch.zeros(sees.shape, dtype=dtype).masked_fill(~sees, torch.finfo(dtype).min)

@@ -54,6 +54,39 @@ class HeadRead:
     feature: list[float] | None  # the target's last hidden state there; None in a lean run
 
 
+TopTokens = list[tuple[int, float]]  # (token id, probability), likeliest first
+
+
+@dataclass(frozen=True)
+class SiblingRecord:
+    """The children of one tree node judged in turn (core.tree_rule): a round's tested node."""
+
+    node: int  # the tree node whose children were judged (0: the root)
+    candidates: list[int]  # its children, as tree nodes, in the order they are judged
+    tokens: list[int]  # the children tested, up to the kept one: their tokens
+    keep_chances: list[float]  # min(1, p_i(x_i)/q_i(x_i)); greedy: 1 for the target's top token, else 0
+    uniforms: list[float | None]  # the coin each faced (None: greedy, no coin)
+    kept: int | None  # the kept child, as a tree node; None: every one rejected
+    token: int  # what the node emits: the kept child's token, or a draw from the residual
+    # In a detailed run, per tested child: p_i and q_i as their top tokens (p_i is the residual the
+    # earlier rejections left, q_i the draft with the earlier children removed)
+    target_probs: list[TopTokens] | None = None
+    draft_probs: list[TopTokens | None] | None = None
+    residual: TopTokens | None = None  # every child rejected: the last residual, the token drawn from it
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """A round's tree of drafts: node 0 is the root (the context's last token), node i's parent
+    parents[i]; the accepted path; the verdict at each node tested, root first."""
+
+    tokens: list[int]
+    parents: list[int]
+    path: list[int]  # the accepted nodes, root's child first
+    siblings: list[SiblingRecord]
+    bonus: bool  # the last token came from p at a kept leaf (no node to judge below it)
+
+
 @dataclass(frozen=True)
 class RoundTrace:
     """One round: k drafts, one target pass, the verdict, the tokens it emitted."""
@@ -94,6 +127,9 @@ class RoundTrace:
     sibling_positions: list[int] = field(default_factory=list)
     sibling_tokens: list[int] = field(default_factory=list)
     kept_sibling: int | None = None
+    # A tree round (core.tree_rounds): the whole tree. The fields above then read its main line: the
+    # accepted path, then the first child tested where the path ended.
+    tree: TreeRecord | None = None
 
     @property
     def num_drafted(self) -> int:

@@ -12,11 +12,11 @@ from dataclasses import replace
 import torch
 
 from specdec import clock
-from specdec.config import SamplingConfig, Settings
+from specdec.config import SamplingConfig, Settings, tree_nodes
 from specdec.core import stopwatch
 from specdec.core.acceptance import RULES, Rule, Verdict, greedy_accept, greedy_expected
 from specdec.core.cached_model import CachedModel
-from specdec.core.drafters import Draft, Drafter, stop_thresholds
+from specdec.core.drafters import Draft, Drafter, LookupThenModelDrafter, ModelDrafter, stop_thresholds
 from specdec.core.records import (
     STOP_BUDGET,
     STOP_CAP,
@@ -27,6 +27,8 @@ from specdec.core.records import (
 )
 from specdec.core.sampling import sample, warp_probs
 from specdec.core.siblings import NO_SIBLINGS, Siblings, choose_siblings
+from specdec.core.tree_rounds import tree_rounds
+from specdec.core.tree_shape import shape_for
 
 SHOWN_TOKENS = 8  # how many top tokens of p, q and the residual a trace keeps per position
 # The round's stages, as core.stopwatch names them when someone measures where the time goes.
@@ -196,6 +198,14 @@ def verify(target: CachedModel, chain: list[int], siblings: Siblings) -> torch.T
     return target.extend_tree([*chain, *siblings.tokens], siblings.parents(len(chain) - 1))
 
 
+def takes_trees(target: CachedModel, drafter: Drafter) -> bool:
+    """Whether a round can verify a tree (Settings.tree): a draft model drafts it (core.tree_rounds; after
+    a lookup that found nothing to copy, if asked), and both models' attention reads a tree's mask.
+    Otherwise (a feature head, lookup alone) rounds verify chains."""
+    model = drafter.model if isinstance(drafter, LookupThenModelDrafter) else drafter
+    return isinstance(model, ModelDrafter) and target.takes_trees and model.cached.takes_trees
+
+
 def speculative_rounds(
     target: CachedModel,
     drafter: Drafter,
@@ -213,6 +223,14 @@ def speculative_rounds(
     skips the top-token tables a teacher shows (RoundTrace.positions), for runs nobody watches round by
     round.
     """
+    if tree_nodes(settings.tree) != 0 and takes_trees(target, drafter):
+        shape = shape_for(tree_nodes(settings.tree), settings.sampling.temperature,
+                          priced_passes(settings, target.pass_costs), settings.draft_threshold,
+                          settings.gamma)
+        lookup = drafter.lookup if isinstance(drafter, LookupThenModelDrafter) else None
+        yield from tree_rounds(target, drafter.cached, prompt_ids, settings, shape, generator, stop_token_ids,
+                               detail, lookup)  # fmt: skip
+        return
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
     thresholds = draft_thresholds(settings, target.pass_costs)

@@ -8,9 +8,8 @@ if the first rejection falls where a sibling stands and the sibling is the targe
 the round keeps the sibling and the target's top token after it, which the same pass computed: one
 token more than the chain alone would have given for that pass.
 
-Greedy decoding only, on by default (Settings.siblings). Sampling from the target would need the rule
-for several candidates per position (accept each against the residual the previous one left), which
-the lesson does not teach; at T > 0 rounds verify chains.
+Greedy decoding only, on by default (Settings.siblings), beside a chain. Trees of drafts at any
+temperature, with the rule for several candidates at one position, are core.tree_rounds' (Settings.tree).
 """
 
 from __future__ import annotations
