@@ -51,6 +51,11 @@ def render() -> str:
         sub.prog = f"python -m specdec {name}"
         lines += ["", f"## {name}", "", text[:1].upper() + text[1:] + ".", "", "```text",
                   sub.format_help().rstrip(), "```"]
+        has_actions = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+        for action, (words, inner) in (subcommands(sub) if has_actions else {}).items():  # e.g. class open
+            inner.prog = f"python -m specdec {name} {action}"
+            lines += ["", f"### {name} {action}", "", words[:1].upper() + words[1:] + ".", "", "```text",
+                      inner.format_help().rstrip(), "```"]
     return "\n".join(lines) + "\n"
 
 

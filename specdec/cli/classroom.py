@@ -33,9 +33,9 @@ def add_class_parser(commands) -> None:
                          "(default: class-CODE.png in the cache folder)")
     opening.add_argument("--json", action="store_true", help="code, student_url, instructor_url, qr_png")
     closing = actions.add_parser("close", help="end a class: no more answers")
-    closing.add_argument("code")
+    closing.add_argument("code", help="the class code, as `class open` printed it")
     export = actions.add_parser("export", help="every answer in a class")
-    export.add_argument("code")
+    export.add_argument("code", help="the class code, as `class open` printed it")
     export.add_argument("--csv", action="store_true", help="CSV (the default and only format)")
     export.add_argument("--output", type=Path, help="write here instead of to standard output")
 
