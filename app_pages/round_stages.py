@@ -20,8 +20,9 @@ state = st.session_state
 
 
 def _drafted_under_confidence_rule(stepper: Stepper, trace) -> bool:
-    """The round's drafts came from a model under adaptive length: Π matters (a copied round is sure)."""
-    return stepper.settings.adaptive and trace.drafted_by != DRAFTED_BY_LOOKUP
+    """The round's drafts came from a model under adaptive length: Π matters (a copied round is sure; a
+    tree's shape is fixed before it is drafted)."""
+    return stepper.settings.adaptive and trace.drafted_by != DRAFTED_BY_LOOKUP and trace.tree is None
 
 
 def draft_strip(stepper: Stepper, trace, stage: int) -> str:

@@ -5,7 +5,8 @@ import json
 import streamlit as st
 
 from app_pages import class_poll, student, ui
-from app_pages.round_stages import STAGE_VIEWS, STAGES, draft_strip, mark_click
+from app_pages.round_stages import STAGES, draft_strip, mark_click
+from app_pages.round_tree import STAGE_VIEWS
 from specdec.config import SPECULATIVE
 from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError

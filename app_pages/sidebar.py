@@ -15,6 +15,8 @@ import streamlit as st
 from specdec.config import (
     LOSSY_RULES,
     RULE_NAMES,
+    TREE_AUTO,
+    TREE_OFF,
     SamplingConfig,
     ServerLimits,
     Settings,
@@ -55,6 +57,7 @@ SETTINGS = {
     "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
     "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
     "siblings": ("siblings", bool, lambda: _config_default(Settings, "siblings")),
+    "tree": ("tree", str, lambda: _config_default(Settings, "tree")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
     # Presenter mode: large type for a projector, fewer words, the advanced settings folded away.
@@ -67,11 +70,17 @@ SETTINGS = {
     "accept": ("accept", str, lambda: ""),
     "on_reject": ("on_reject", str, lambda: RESIDUAL),
 }  # fmt: skip
-CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES, "on_reject": REPLACEMENTS}
+CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES, "on_reject": REPLACEMENTS,
+           "tree": (TREE_OFF, TREE_AUTO, "4", "8", "16", "32")}  # fmt: skip
 
 
 def _menu_title(rule: str) -> str:
     return RULES[rule].menu_title
+
+
+def _tree_title(tree: str) -> str:
+    return {TREE_OFF: "off: one chain of drafts", TREE_AUTO: "auto: the shape measured best"}.get(
+        tree, f"{tree} drafted tokens")
 
 
 LOSSY_NOTE = "Lossy rule: above temperature 0 the output is not distributed as the target's"
@@ -192,6 +201,8 @@ def sidebar_controls() -> None:
              help="how drafts are judged; speculative sampling is the engine's own (see The rule on trial)")
     if lossy_rule_in_use():
         sb.warning(LOSSY_NOTE + ".", icon=":material/warning:")
+    mirrored(sb.selectbox, "Token tree", "tree", list(CHOICES["tree"]), format_func=_tree_title,
+             help=help_of(Settings, "tree"))
     advanced = sb.expander("Advanced")
     mirrored(advanced.text_input, "Target model", "target",
              help="bundled name, Hugging Face id or local folder")
@@ -269,4 +280,4 @@ def current_settings() -> Settings:
     return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
                     seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
                     draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
-                    price_drafts=bool(s["price_drafts"]), siblings=bool(s["siblings"]))
+                    price_drafts=bool(s["price_drafts"]), siblings=bool(s["siblings"]), tree=str(s["tree"]))

@@ -67,6 +67,29 @@ def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_
     return cells
 
 
+def _tree_cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *,
+                draft_row: bool) -> list[CacheCell]:  # fmt: skip
+    """A tree round's cells (core.tree_rounds): the target cached the root at `start` and node i at
+    start + i, and keeps the root and the accepted path; the draft cached the nodes it fed (which ones
+    the trace does not say, so their tokens are left out) and keeps those on the path, first."""
+    tree = trace.tree
+    if draft_row:
+        return [CacheCell(slot, DRAFT, None, kept is not None and slot >= kept)
+                for slot in range(start, stop)]  # fmt: skip
+    depth = [0] * len(tree.parents)
+    for node in range(1, len(tree.parents)):
+        depth[node] = depth[tree.parents[node]] + 1
+    on_path = {0, *tree.path}
+    cells = []
+    for slot in range(start, stop):
+        node = slot - start
+        position = trace.context_length - 1 + depth[node]
+        kind = READ if node == 0 else (DRAFT if node in on_path or kept is None else SIBLING)
+        cells.append(CacheCell(position, kind, tree.tokens[node] if node else None,
+                               kept is not None and node not in on_path))  # fmt: skip
+    return cells
+
+
 def cache_rows(trace: RoundTrace, stage: int) -> list[CacheRow]:
     """The caches as the round's stages leave them: stage 1 the draft's pass, stage 2 the target's,
     from stage 4 the roll-back (what it dropped greyed). Empty when the trace has no cache lengths."""
@@ -74,16 +97,17 @@ def cache_rows(trace: RoundTrace, stage: int) -> list[CacheRow]:
     if caches is None:
         return []
     rolled_back = stage >= 4
+    cell_maker = _cells if trace.tree is None else _tree_cells
     rows = []
     if caches.draft_before is not None:
         kept = caches.draft_kept if rolled_back else None
-        cells = _cells(trace, caches.draft_before, caches.draft_drafted, kept, draft_row=True)
+        cells = cell_maker(trace, caches.draft_before, caches.draft_drafted, kept, draft_row=True)
         lengths = (caches.draft_before, caches.draft_drafted)
         lengths += (caches.draft_kept,) if rolled_back else ()
         rows.append(CacheRow("draft", caches.draft_before, cells, lengths))
     if stage >= 2:
         kept = caches.target_kept if rolled_back else None
-        cells = _cells(trace, caches.target_before, caches.target_verified, kept, draft_row=False)
+        cells = cell_maker(trace, caches.target_before, caches.target_verified, kept, draft_row=False)
         lengths = (caches.target_before, caches.target_verified)
         lengths += (caches.target_kept,) if rolled_back else ()
         rows.insert(0, CacheRow("target", caches.target_before, cells, lengths))

@@ -213,6 +213,11 @@ class Stepper:
         ids = {*trace.drafted_tokens, trace.next_token, *trace.sibling_tokens, *trace.emitted_tokens}
         for position in trace.positions:
             ids.update(position.token_ids)
+        if trace.tree is not None:  # every node, and the tokens each sibling test shows
+            ids.update(trace.tree.tokens)
+            for record in trace.tree.siblings:
+                for shown in (*(record.target_probs or ()), *(record.draft_probs or ()), record.residual):
+                    ids.update(token for token, _ in shown or ())
         return {token_id: self.label(token_id) for token_id in ids}
 
     def counters(self, upto: int | None = None) -> Counters:

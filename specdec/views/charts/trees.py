@@ -50,12 +50,16 @@ DRAFTED = "drafted"  # every node before the Accept stage: nothing judged yet
 NODE_TEXT = 20  # px: a node's token, readable on a projector as drawn
 
 
-def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: bool) -> go.Figure:
-    """The round's tree left to right, the root first: each node its token. `judged`: coloured kept,
-    rejected and never tested (from the Accept stage on); before that every node is simply drafted."""
+def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: bool,
+               numbered: bool = False) -> go.Figure:  # fmt: skip
+    """The round's tree left to right, the root first: each node its token (after its node number,
+    `numbered`, as the attention mask names it). `judged`: coloured kept, rejected and never tested
+    (from the Accept stage on); before that every node is simply drafted."""
     places = layout(tree.parents)
     status = node_status(tree) if judged else [ROOT] + [DRAFTED] * (len(tree.tokens) - 1)
     names = token_names(list(tree.tokens), labels)
+    if numbered:
+        names = [f"{node} {name}" for node, name in enumerate(names)]
     fig = go.Figure()
     edge_x, edge_y = [], []
     for node in range(1, len(tree.tokens)):

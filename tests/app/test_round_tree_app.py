@@ -1,0 +1,44 @@
+"""Round by round with a token tree (Settings.tree) in AppTest with the tiny pair: each stage draws the
+tree's own view, uncoloured before the Accept stage, and the sibling test steps through its beats."""
+
+import json
+
+import pytest
+from app_driver import ROUNDS, assert_clean, errors, make_app
+
+from specdec.views import tree_view
+
+
+def _charts(at) -> list[str]:
+    """The plotly charts on screen, each as its title and its traces' names."""
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [" | ".join([spec["layout"]["title"]["text"], *(t.get("name") or "" for t in spec["data"])])
+            for spec in specs]  # fmt: skip
+
+
+@pytest.mark.slow  # a few tree rounds of the tiny pair and five stages: seconds on a 2-core machine
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_each_stage_of_a_tree_round_draws_the_tree(tiny_pair_dirs, temperature):
+    at = make_app(tiny_pair_dirs, ROUNDS, tree="8", temperature=temperature, gamma=3, max_new_tokens=24)
+    at.button(key="b_step").click().run()
+    assert_clean(at)
+    assert not errors(at)
+    trace = at.session_state["stepper"].current
+    assert trace.tree is not None and len(trace.tree.tokens) > 2
+    seen = {}
+    for shown in (1, 2, 3, 4, 5):
+        at.segmented_control(key="stage").set_value(shown).run()
+        assert_clean(at)
+        seen[shown] = _charts(at)
+    # Before the Accept stage the tree is drawn, but no node says kept or rejected.
+    assert any("tree: " in spec and "drafted tokens" in spec for spec in seen[1])
+    assert not any(word in spec for spec in seen[1] + seen[2] for word in ("| kept", "| rejected"))
+    assert any("Attention mask" in spec for spec in seen[2])
+    assert any("kept / rejected / never tested" in spec for spec in seen[3])
+    # At stage 3 the sibling test steps beat by beat: the last beat is the outcome.
+    at.segmented_control(key="stage").set_value(3).run()
+    steps = tree_view.sibling_steps(trace.tree.siblings[0])
+    at.select_slider(key=f"_tbeat_{trace.index}_0").set_value(len(steps) - 1).run()
+    assert_clean(at)
+    text = "\n".join(m.value for m in at.markdown)
+    assert "survives" in text or "Every candidate here was rejected" in text
