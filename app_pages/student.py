@@ -15,7 +15,17 @@ import streamlit as st
 
 from app_pages import ui
 from specdec.views import charts
-from specdec.views.quiz import COUNT, TICK, Answer, Score, judge
+from specdec.views.quiz import (
+    BRANCH,
+    COUNT,
+    NONE_SURVIVES,
+    TICK,
+    Answer,
+    Score,
+    branch_options,
+    judge,
+    judge_branch,
+)
 
 QUESTIONS = {TICK: "Which drafts survive? (tick them)", COUNT: "How many drafts survive?"}
 
@@ -84,6 +94,9 @@ def on_new_round(trace) -> bool:
 
 def question(trace, labels: dict[int, str], greedy: bool, on_reveal) -> None:
     """The question about the shown round, and Reveal. `on_reveal(answer)` plays the stages."""
+    if trace.tree is not None:
+        _branch_question(trace, labels, greedy, on_reveal)
+        return
     k = trace.num_drafted
     kind = st.session_state.get("question", TICK)
     with st.container(border=True):
@@ -119,10 +132,59 @@ def question(trace, labels: dict[int, str], greedy: bool, on_reveal) -> None:
         st.button("Reveal", type="primary", key=f"b_reveal_{trace.index}", on_click=reveal)
 
 
+def _branch_name(trace, labels: dict[int, str], node: int) -> str:
+    return "none survives" if node == NONE_SURVIVES else md_escape(labels.get(trace.tree.tokens[node], "?"))
+
+
+def _branch_question(trace, labels: dict[int, str], greedy: bool, on_reveal) -> None:
+    """A tree round's question: which of the first position's candidates survives (or none)."""
+    options = branch_options(trace)
+    with st.container(border=True):
+        st.markdown(f"**Your turn.** The target has checked the whole tree in one pass, but you cannot see "
+                    f"how yet. **Which branch survives?** The first position has {len(options) - 1} "
+                    "candidates, tested in turn.")  # fmt: skip
+        if greedy:
+            st.caption("Temperature 0: the candidate that is the target's most likely token is kept, if "
+                       "one is.")
+        else:
+            st.caption("Each candidate x is kept with probability min(1, p(x)/q(x)); after a rejection p "
+                       "becomes the residual and q loses x, and the next candidate is tested.")
+        key = f"_ans_{id(st.session_state['stepper'])}_{trace.index}"
+        st.segmented_control("The branch that survives", options, key=key,
+                             format_func=lambda node: _branch_name(trace, labels, node))
+
+        def reveal() -> None:
+            picked = st.session_state.get(key)
+            answer = judge_branch(trace, NONE_SURVIVES if picked is None else int(picked))
+            st.session_state["_answers"][trace.index] = answer
+            st.session_state["_score"].add(answer)
+            st.session_state["_awaiting"] = None
+            on_reveal(answer)
+
+        st.button("Reveal", type="primary", key=f"b_reveal_{trace.index}", on_click=reveal)
+
+
+def _branch_answer(trace, labels: dict[int, str], answer: Answer) -> None:
+    options = branch_options(trace)
+    picked = next((options[m.position] for m in answer.marks if m.predicted_kept), NONE_SURVIVES)
+    survived = next((options[m.position] for m in answer.marks if m.kept), NONE_SURVIVES)
+    lines = [f"You said **{_branch_name(trace, labels, picked)}**; **{_branch_name(trace, labels, survived)}"
+             f"** survived: {'right' if answer.right else 'wrong'}."]
+    for mark in answer.marks:
+        token = code(labels.get(trace.tree.tokens[options[mark.position]], "?"))
+        why = mark.reason[:1].upper() + mark.reason[1:]
+        lines.append(f"- candidate {mark.position + 1} {token}: {why}; its chance to be the one kept, before "
+                     f"any coin: {mark.survival_probability:.2f}")
+    (st.success if answer.right else st.warning)("\n".join(lines))
+
+
 def answer_box(trace, labels: dict[int, str]) -> None:
     """The student's answer about the shown round, marked, with the reasons."""
     answer: Answer | None = st.session_state["_answers"].get(trace.index)
     if answer is None:
+        return
+    if answer.question == BRANCH:
+        _branch_answer(trace, labels, answer)
         return
     lines = []
     if answer.question == COUNT:

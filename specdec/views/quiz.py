@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from specdec.core.records import RoundTrace
 
 TICK, COUNT = "tick", "count"
+BRANCH = "branch"  # a tree round's question, whatever the setting: which of the first candidates survives
+NONE_SURVIVES = -1  # the answer "every candidate at the first position is rejected"
 
 
 @dataclass(frozen=True)
@@ -168,3 +170,44 @@ class Score:
         """COUNT answers: the expected number of survivors against the student's number."""
         return [{"expected": a.expected_count, "said": a.predicted_count, "kept": a.kept_count}
                 for a in self.answers if a.question == COUNT]  # fmt: skip
+
+
+# -- a tree round: which branch survives ------------------------------------------------------------
+
+
+def branch_options(trace: RoundTrace) -> list[int]:
+    """The root's children (tree nodes, in the order they are tested), then NONE_SURVIVES."""
+    parents = trace.tree.parents
+    return [node for node in range(1, len(parents)) if parents[node] == 0] + [NONE_SURVIVES]
+
+
+def branch_reason(record, rank: int) -> str:
+    """Why the root's child of this rank was kept, rejected or never tested, in the round's numbers."""
+    if rank >= len(record.tokens):
+        return "never tested: a candidate before it was kept"
+    kept = record.kept is not None and rank == len(record.tokens) - 1
+    chance, u = record.keep_chances[rank], record.uniforms[rank]
+    if u is None:  # temperature 0: the target's top token or not
+        return ("kept: it is the target's most likely token" if kept
+                else "rejected: not the target's most likely token")  # fmt: skip
+    shrunk = "" if rank == 0 else ", against the residual p and q without the candidates before it"
+    if kept:
+        return f"kept: its coin u={u:.2f} < its keep chance {chance:.2f}{shrunk}"
+    return f"rejected: its coin u={u:.2f} ≥ its keep chance {chance:.2f}{shrunk}"
+
+
+def judge_branch(trace: RoundTrace, picked: int) -> Answer:
+    """A tree round: the student picked the root's child that survives (or NONE_SURVIVES). Each child's
+    mark says whether it survived and why; its survival chance is Π (1 − earlier keep chances) × its own,
+    for the children tested (0 for the rest: not reached this time)."""
+    tree = trace.tree
+    record = tree.siblings[0]
+    survivor = tree.path[0] if tree.path else NONE_SURVIVES
+    marks, running = [], 1.0
+    for rank, node in enumerate(branch_options(trace)[:-1]):
+        tested = rank < len(record.tokens)
+        chance = running * record.keep_chances[rank] if tested else 0.0
+        if tested:
+            running *= 1 - record.keep_chances[rank]
+        marks.append(DraftMark(rank, node == survivor, node == picked, chance, branch_reason(record, rank)))
+    return Answer(trace.index, BRANCH, marks, None, int(survivor != NONE_SURVIVES))

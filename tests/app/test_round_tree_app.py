@@ -6,7 +6,7 @@ import json
 import pytest
 from app_driver import ROUNDS, assert_clean, errors, make_app
 
-from specdec.views import tree_view
+from specdec.views import quiz, tree_view
 
 
 def _charts(at) -> list[str]:
@@ -42,3 +42,24 @@ def test_each_stage_of_a_tree_round_draws_the_tree(tiny_pair_dirs, temperature):
     assert_clean(at)
     text = "\n".join(m.value for m in at.markdown)
     assert "survives" in text or "Every candidate here was rejected" in text
+
+
+@pytest.mark.slow  # a tree round of the tiny pair and a reveal: seconds on a 2-core machine
+def test_student_mode_asks_which_branch_survives(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, ROUNDS, tree="8", temperature=1.0, student=True, seed=3)
+    at.button(key="b_step").click().run()
+    assert_clean(at)
+    trace = at.session_state["stepper"].current
+    assert at.session_state["_awaiting"] == trace.index
+    assert any("Which branch survives?" in m.value for m in at.markdown)
+    # Before the reveal nothing says which node was kept.
+    assert not any("kept / rejected" in spec for spec in _charts(at))
+    key = f"_ans_{id(at.session_state['stepper'])}_{trace.index}"
+    first = quiz.branch_options(trace)[0]
+    at.segmented_control(key=key).set_value(first).run()
+    at.button(key=f"b_reveal_{trace.index}").click().run()
+    assert_clean(at)
+    boxes = [box.value for box in (*at.success, *at.warning) if "survived" in box.value]
+    assert len(boxes) == 1 and "candidate 1" in boxes[0]
+    right = bool(trace.tree.path) and trace.tree.path[0] == first
+    assert (boxes[0] in [box.value for box in at.success]) == right
