@@ -136,7 +136,10 @@ def draft_tree(draft: CachedModel, token_ids: list[int], shape: TreeShape, greed
             fed.append(node)
         # The draft's tree so far: each fed node's parent among the fed ones (-1: the root, in the cache).
         fed_parents = [fed_index.get(parents[node], -1) for node in fed]
-        logits = draft.extend_tree([tokens[node] for node in to_feed], fed_parents)
+        if len(to_feed) == 1 and fed_parents[-1] == len(fed) - 2:  # a chain so far: a plain step
+            logits = draft.extend([tokens[to_feed[0]]])
+        else:
+            logits = draft.extend_tree([tokens[node] for node in to_feed], fed_parents)
         for node, row in zip(to_feed, warp_probs(logits, sampling).cpu(), strict=True):
             draft_probs[node] = row
     return DraftedTree(tokens, parents, draft_probs, fed)
@@ -260,7 +263,9 @@ def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], 
         draft_drafted, drafted = draft.cache_length, now()
 
         with stopwatch.stage(VERIFY):
-            logits = target.extend_tree(tree.tokens, tree.parents)  # one pass: p after every node
+            # One pass: p after every node (a tree of one branch goes as a chain, without a mask).
+            is_chain = tree.parents == list(range(-1, len(tree.tokens) - 1))
+            logits = target.extend(tree.tokens) if is_chain else target.extend_tree(tree.tokens, tree.parents)
         target_verified = target.cache_length
 
         with stopwatch.stage(ACCEPT):
