@@ -21,9 +21,9 @@ def intro() -> None:
         "Speculation spends arithmetic that a one-row pass leaves idle: the target reads all its weights "
         "from memory for one token, so checking γ + 1 tokens costs little more. **A batch spends the same "
         "idle arithmetic**: a server decoding many requests at once already feeds the target one token "
-        "per request per pass. Add k drafts per request and every pass reads B × (k + 1) tokens; once that "
-        "is enough to keep the arithmetic busy, verification is no longer free, and speculation can make "
-        "the server slower."
+        "per request per pass. Add k drafts per request and every pass reads B × (k + 1) tokens. Once that "
+        "keeps the arithmetic busy, verification is no longer free: speculation can make the server "
+        "slower."
     )
     st.markdown(
         "**Thirty students on this server are a batch.** This page decodes the same prompts with the "
@@ -52,7 +52,7 @@ def plan(kind: str, tokens: int, count: int) -> dict:
 def plan_words(run: dict) -> str:
     sizes = ", ".join(map(str, run["sizes"]))
     return (f"{run['prompts']} prompt(s), {run['tokens']} new tokens a row, B = {sizes}"
-            + (", then the cost of one target pass for each B" if run["cost"] else ""))
+            + (". Then it times one target pass for each B" if run["cost"] else ""))
 
 
 def measure(pair: ModelPair, results: dict) -> dict | None:
@@ -89,7 +89,7 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
                              save, weights[chosen], draw=lambda items: live(items, len(items)),
                              pace_key=pace)  # fmt: skip
     ui.note(f"**Decode the class** is the quick run: {plan_words(runs['quick'])} "
-            f"({ui.estimate_text(pace, sum(weights['quick']))}). The full run: "
+            f"({ui.estimate_text(pace, sum(weights['quick']))}).\n\nThe full run: "
             f"{plan_words(runs['full'])} ({ui.estimate_text(pace, sum(weights['full']))}).",
             container=note)  # fmt: skip
     return results.get(key)

@@ -18,9 +18,9 @@ def intro() -> None:
     st.markdown(
         "Speculative decoding bets that checking γ+1 tokens in one pass costs about as much as producing "
         "one. Decoding one token at a time is **memory-bound**: every pass streams all the weights from "
-        "memory and the arithmetic units mostly wait, so a few more tokens ride along almost free. On a "
-        "GPU that holds well. On a small CPU the matrix kernels decide: for a handful of token rows they "
-        "may read the weights more than once, or on one core only, and the cost grows with the tokens."
+        "memory while the arithmetic units mostly wait. So a few more tokens ride along almost free. On a "
+        "GPU that holds well. On a small CPU the matrix kernels decide. For a handful of token rows they "
+        "may read the weights more than once, or use one core only: then the cost grows with the tokens."
     )
 
 
@@ -116,8 +116,8 @@ def draft_prices(pair: ModelPair, settings, prices: list[dict]) -> None:
     elif not settings.price_drafts:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
     st.table(prices)  # its pass costs are the chart's "timed at load" points
-    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of several sweeps (the "
-               "diamonds on the chart above, once the pass is timed there); larger passes are priced as the "
+    st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of several sweeps: the "
+               "diamonds on the chart above, once the pass is timed there. Larger passes are priced as the "
                "largest timed. The first draft's drafting step is already paid: its q comes from the pass "
                "over the last token, which the drafter makes anyway.")
 
@@ -126,8 +126,8 @@ def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
     """Where one round's time goes, with the round view's full trace and lean (bench, races)."""
     st.header("Where a round's time goes")
     st.markdown(
-        "A round is two models' forward passes and a little bookkeeping: sampling q, the acceptance test "
-        "on p and q, rolling back both KV caches, and (for the round view) the top-token tables it shows. "
+        "A round is two models' forward passes and a little bookkeeping. The bookkeeping: sampling q, the "
+        "acceptance test on p and q, rolling back both KV caches, and the round view's top-token tables. "
         "Everything but the passes should be small."
     )
     results = st.session_state["_im_breakdown"]

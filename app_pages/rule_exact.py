@@ -122,13 +122,17 @@ def _preset(text: str, on_reject: str) -> None:
 def own_rule_section(pair, context: list[int], settings, samples: int) -> None:
     st.header("2 · Your own rule")
     st.markdown(
-        "Type the probability of keeping a drafted token x, as an expression in **p** and **q** (x's "
-        "probability under the target and under the draft), and choose what replaces a rejected draft. "
+        "Type the probability of keeping a drafted token x, as an expression in **p** and **q**: x's "
+        "probability under the target and under the draft. Then choose what replaces a rejected draft. "
         "The page works out what your rule emits at the trial's position, exactly, and whether that is "
-        "the target's p. Allowed: numbers, + − * /, ** with a number, comparisons (true = 1), min, max, "
-        "sqrt, exp, log, abs, and **pmax** and **H** (the target's top probability and entropy here); "
-        f"the value is clamped to [0, 1], at most {MAX_CHARS} characters."
+        "the target's p."
     )
+    with st.expander("What an expression may use"):
+        st.markdown(
+            "Numbers, + − * /, ** with a number, comparisons (true = 1), min, max, sqrt, exp, log, abs, "
+            "and **pmax** and **H** (the target's top probability and entropy here). The value is clamped "
+            f"to [0, 1], at most {MAX_CHARS} characters."
+        )
     number = 0
     rows = (("The four rules:", BUILT_IN_PRESETS), ("Rules students ask about:", ASKED_PRESETS))
     for heading, presets in rows:

@@ -21,8 +21,8 @@ def tree_rules_section(pair, context: list[int], settings, samples: int) -> None
     st.markdown(
         "A token tree offers several drafts for the same position, all children of one node, and at most "
         "one survives. The exact rule draws the candidates from q **without replacement** and judges them "
-        "in turn: keep x with probability **min(1, pᵢ(x)/qᵢ(x))**; after a rejection the target's p "
-        "becomes the residual **norm(max(0, pᵢ − qᵢ))** and q loses x (renormalised); if every candidate "
+        "in turn. Keep x with probability **min(1, pᵢ(x)/qᵢ(x))**. After a rejection the target's p "
+        "becomes the residual **norm(max(0, pᵢ − qᵢ))**, and q loses x (renormalised). If every candidate "
         "is rejected, the token is drawn from the last residual. Beside it, the same idea with "
         "replacement (SpecInfer's rule), and two rules that look right and are not."
     )

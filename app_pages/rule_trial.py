@@ -56,14 +56,15 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
         "of their outcomes stays inside it) is the **noise band**: what sampling alone gives."
     )
     ui.note(f"Prompt: {prompt[:100]!r}")
-    cols = st.columns(4)
-    samples = int(cols[0].number_input("Samples of each kind", 10, 2000, DEFAULT_SAMPLES, step=10,
-                                       key="_rt_samples"))  # fmt: skip
-    num_tokens = int(cols[1].selectbox("Tokens compared", [1, 2], key="_rt_tokens"))
-    top_k = int(cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_rt_topk",
-                                     help="a small top-k keeps the outcomes few to count"))  # fmt: skip
-    temperature = float(cols[3].number_input("Temperature (this section)", 0.0, 2.0, 1.0,
-                                             step=0.1, key="_rt_temp"))  # fmt: skip
+    with ui.inputs_box("Samples, tokens, top-k and temperature"):
+        cols = st.columns(4)
+        samples = int(cols[0].number_input("Samples of each kind", 10, 2000, DEFAULT_SAMPLES, step=10,
+                                           key="_rt_samples"))  # fmt: skip
+        num_tokens = int(cols[1].selectbox("Tokens compared", [1, 2], key="_rt_tokens"))
+        top_k = int(cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_rt_topk",
+                                         help="a small top-k keeps the outcomes few to count"))  # fmt: skip
+        temperature = float(cols[3].number_input("Temperature (this section)", 0.0, 2.0, 1.0,
+                                                 step=0.1, key="_rt_temp"))  # fmt: skip
     room = max(int(st.session_state["gamma"]), num_tokens) + 1  # one round: γ drafts and its own token
     base, prompt_ids = ui.require_prompt(pair, prompt, new_tokens=room)
     try:
@@ -155,12 +156,13 @@ def sweep_section(pair: ModelPair) -> None:
     st.header("4 · The exact rule at every temperature")
     st.markdown(
         f"A classic wrong answer: \"{QUIZ_DISTRACTOR}\". Here is speculative sampling on the held-out "
-        f"code and prose prompts at T = {', '.join(f'{t:g}' for t in rules.SWEEP_TEMPERATURES)}, with the "
-        "target alone beside it, with the sidebar's other settings."
+        f"code and prose prompts at T = {', '.join(f'{t:g}' for t in rules.SWEEP_TEMPERATURES)}. The "
+        "target alone runs beside it, with the sidebar's other settings."
     )
-    cols = st.columns(3)
-    per_set = int(cols[0].number_input("Prompts per set", 1, 6, 2, key="_rt_per_set"))
-    new_tokens = int(cols[1].number_input("New tokens per prompt", 8, 256, 48, key="_rt_sweep_tokens"))
+    with ui.inputs_box("Prompts per set and new tokens"):
+        cols = st.columns(3)
+        per_set = int(cols[0].number_input("Prompts per set", 1, 6, 2, key="_rt_per_set"))
+        new_tokens = int(cols[1].number_input("New tokens per prompt", 8, 256, 48, key="_rt_sweep_tokens"))
     chat = bool(st.session_state["chat"])
     try:
         settings = replace(ui.current_settings(), max_new_tokens=new_tokens)

@@ -142,8 +142,8 @@ def race(pair: ModelPair, prompt_ids: list[int], settings: Settings, clicked: bo
 def gamma_sweep(pair: ModelPair, prompt_ids: list[int], settings: Settings, clicked: bool) -> None:
     st.subheader("Where is the best γ on this hardware?")
     st.markdown(
-        "More drafts per round means more tokens per target pass when they are accepted, but every draft "
-        "costs time and the chance that all of them survive shrinks like α^γ. The sweep runs the prompt "
+        "More drafts per round means more tokens per target pass when they are accepted. But every draft "
+        "costs time, and the chance that all of them survive shrinks like α^γ. The sweep runs the prompt "
         "at γ = 1…8 (target-only once as the baseline)."
     )
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings.sampling,

@@ -70,7 +70,7 @@ if ui.run_stop_buttons("Run it on this prompt", "b_stack_run", "b_stack_stop", "
 run = st.session_state.get("stack_run")
 if run is None:
     st.info("Press **Run it on this prompt**: the same prompt and settings, through transformers and "
-            "through specdec, each with and without speculation "
+            "through specdec. Each runs with and without speculation "
             f"({ui.estimate_text(pace, sum(weights))}).")  # fmt: skip
 else:
     cols = st.columns(4)
@@ -97,7 +97,7 @@ else:
 st.subheader("vLLM")
 st.code(stack.vllm_command(shown_target, shown_assistant, settings.gamma), language="bash")
 st.caption(f"Needs a CUDA GPU (or vLLM's CPU build), vLLM, and the target and draft as transformers "
-           f"folders or hub ids; `draft_model` drafts with a small model, `ngram` copies from the prompt, "
+           f"folders or hub ids. `draft_model` drafts with a small model, `ngram` copies from the prompt, "
            f"`eagle` runs a feature head like this app's. {NOT_RUN_HERE}")  # fmt: skip
 
 st.subheader("llama.cpp")
@@ -139,7 +139,7 @@ else:
                          icon=":material/close:")
 
 st.subheader("Can it draft for this target?")
-st.markdown(f"Name a model (a Hugging Face id in this server's cache, or a folder): the pair check reads its "
+st.markdown(f"Name a model: a Hugging Face id in this server's cache, or a folder. The pair check reads its "
             f"tokenizer and compares it with **{target_name}**'s.")  # fmt: skip
 with st.form("pair_check"):
     name = st.text_input("Draft model", placeholder="HuggingFaceTB/SmolLM2-135M or /path/to/folder")
