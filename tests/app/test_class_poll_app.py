@@ -85,3 +85,17 @@ def test_an_unknown_or_hostile_code_is_one_line(tiny_pair_dirs, room, code):
     notices = [w.value for w in at.warning if w.value.startswith("Class link:")]
     assert len(notices) == 1 and "\n" not in notices[0]
     assert "class" not in at.query_params
+
+
+@pytest.mark.slow
+def test_presenter_mode_opens_a_class_from_the_sidebar(tiny_pair_dirs, room):
+    store, _ = room
+    at = open_app(tiny_pair_dirs, presenter="1")
+    at.sidebar.button(key="b_class_open").click().run()
+    assert_clean(at)
+    code, key = at.session_state["_class_code"], at.session_state["_class_key"]
+    assert store.is_instructor(code, key)
+    assert at.query_params["class"] == code and "key" not in at.query_params
+    assert any(f"?class={code}" in m.value for m in at.sidebar.markdown)  # the student link, for the room
+    assert not any(key in m.value for m in [*at.markdown, *at.sidebar.markdown])  # never the key
+    assert "b_class_check_open" in buttons(at)  # the home page's question, ready to ask
