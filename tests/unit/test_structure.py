@@ -182,7 +182,8 @@ def test_no_python_file_is_longer_than_a_reader_can_hold():
 
 
 def test_every_package_docstring_lists_its_modules():
-    """A newcomer opens a package's __init__.py to find their way: every module and subpackage is named there."""
+    """A newcomer opens a package's __init__.py to find their way: every module and subpackage is
+    named there."""
     missing = []
     for init in sorted((ROOT / "specdec").rglob("__init__.py")):
         if "__pycache__" in init.parts:
