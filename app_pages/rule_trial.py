@@ -7,7 +7,7 @@ import streamlit as st
 from app_pages import class_poll, rule_exact, rule_trees, ui
 from app_pages.words import drafter_words
 from specdec.config import RULE_NAMES, SamplingConfig, Settings
-from specdec.core.acceptance import RULES
+from specdec.core.acceptance import RULES, TYPICAL_DELTA, TYPICAL_EPSILON
 from specdec.errors import SpecDecError
 from specdec.views import charts, class_questions, numbers
 from specdec.measure import exact, rules
@@ -37,7 +37,8 @@ def intro() -> None:
     } for rule in RULES.values()])  # fmt: skip
     st.caption(
         "p: the target's distribution, q: the draft's, both after the same temperature and top-k/top-p; "
-        "H(p): p's entropy. Typical acceptance uses Medusa's defaults (ε = 0.09, δ = 0.3) and, after a "
+        f"H(p): p's entropy. Typical acceptance uses Medusa's defaults (ε = {TYPICAL_EPSILON}, "
+        f"δ = {TYPICAL_DELTA}) and, after a "
         "miss, draws from p cut to its typical tokens, as Medusa does. At temperature 0 every rule is "
         "the greedy rule."
     )
