@@ -261,7 +261,8 @@ def typical_accept(
     generator: torch.Generator,
 ) -> Verdict:
     """Typical acceptance (Medusa: Cai et al. 2024, §2.3.1, and its code's `evaluate_posterior`): keep
-    x_i while p_i(x_i) > min(ε, δ·exp(-H(p_i))), with Medusa's TYPICAL_EPSILON and TYPICAL_DELTA. No coin: the test is a threshold.
+    x_i while p_i(x_i) > min(ε, δ·exp(-H(p_i))), ε and δ Medusa's (TYPICAL_EPSILON, TYPICAL_DELTA). No
+    coin: the test is a threshold.
     The next token (after a rejection, or the bonus) is drawn from p cut to its typical tokens, as
     Medusa's default sampling does (`typical_replacement`).
 
