@@ -208,12 +208,17 @@ def tree_record(tree: DraftedTree, verdict: TreeVerdict, detail: bool) -> TreeRe
 
 def tree_round_trace(index: int, context_length: int, tree: DraftedTree, verdict: TreeVerdict,
                      emitted: list[int], seconds: tuple[float, float], caches: CacheLengths,
-                     detail: bool, rule: str) -> RoundTrace:  # fmt: skip
+                     detail: bool, rule: str, p: torch.Tensor, greedy: bool) -> RoundTrace:  # fmt: skip
     """The round as a chain's record reads (the main line: the accepted path, then the first candidate
     tested where the path ended), with the whole tree in `tree`."""
     tested = [next(t for t in v.tests if t.kept) if v.kept is not None else v.tests[0]
               for _, v in verdict.verdicts if v.tests]  # fmt: skip
     steps = [t.step for t in tested]
+    # Per tested node, the chance its first child alone would be kept, from p and q there (a chain's
+    # expected acceptance: Σ min(p, q); greedy, whether the two top tokens agree).
+    nodes = [node for node, v in verdict.verdicts if v.tests]
+    expected = [float((p[n].argmax() == tree.draft_probs[n].argmax()) if greedy else
+                      torch.minimum(p[n], tree.draft_probs[n]).sum()) for n in nodes]  # fmt: skip
     return RoundTrace(
         index=index,
         context_length=context_length,
@@ -233,6 +238,7 @@ def tree_round_trace(index: int, context_length: int, tree: DraftedTree, verdict
         draft_cap=len(tree.tokens) - 1,
         draft_stop=STOP_CAP,
         rule=rule,
+        expected_accept=expected,
         tree=tree_record(tree, verdict, detail),
     )
 
@@ -291,7 +297,7 @@ def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], 
                               draft_before, draft_drafted, draft.cache_length)  # fmt: skip
         yield tree_round_trace(index, context_length, tree, verdict, emitted,
                                (drafted - start, verified - drafted), caches,
-                               detail, rule.name)  # fmt: skip
+                               detail, rule.name, target_probs.cpu(), greedy)  # fmt: skip
         index += 1
         if stopped:
             return

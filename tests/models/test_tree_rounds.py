@@ -77,6 +77,8 @@ def test_the_tree_record_reads_as_the_round_went(tiny_target, tiny_draft, vocab)
             assert tree.parents[step] == node
             node = step
         judged = [s for s in tree.siblings]
+        assert len(trace.expected_accept) == trace.num_drafted == len(judged)
+        assert all(0 <= e <= 1 for e in trace.expected_accept)
         assert [s.node for s in judged] == [0, *tree.path][: len(judged)]
         assert trace.emitted_tokens == [tree.tokens[n] for n in tree.path] + [trace.next_token] or \
             len(trace.emitted_tokens) < len(tree.path) + 1
