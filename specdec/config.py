@@ -247,6 +247,31 @@ class HeadTrainingConfig:
             raise SpecDecError("--start-head-folder names the head to start from: with --start-from-head")
 
 
+@dataclass(frozen=True)
+class ExitTrainingConfig:
+    """Training the bundled target's exit adapter (`python -m specdec train-exit`)."""
+
+    exit_layer: int = setting(4, "the target's layers the exit drafts with: the adapter reads layer "
+                                     "L's output")
+    batch_size: int = setting(8, "answers per training step")
+    learning_rate: float = setting(3e-4, "peak learning rate (AdamW)")
+    warmup_steps: int = setting(20, "steps over which the learning rate rises from 0")
+    minutes: float = setting(25.0, "training time budget")
+    max_steps: int = setting(100_000, "training steps at most (the learning rate falls over the last 30 % "
+                                      "of whichever budget runs out first)")
+    eval_every: int = setting(50, "steps between evaluations and checkpoints")
+    eval_shards: int = setting(2, "the greedy campaign's last fp32 shards kept out of training, to "
+                                     "evaluate on")
+    eval_answers: int = setting(48, "answers of those evaluated on")
+
+    def __post_init__(self) -> None:
+        if self.exit_layer < 1 or self.batch_size < 1 or self.eval_every < 1 or self.minutes <= 0:
+            raise SpecDecError("--exit-layer, --batch-size and --eval-every must be at least 1, --minutes "
+                               "above 0")
+        if not 1 <= self.eval_shards < 118 or self.eval_answers < 1:
+            raise SpecDecError("--eval-shards must be 1 to 117 and --eval-answers at least 1")
+
+
 def _check_answers(answers: int, campaign: bool) -> None:
     if answers < 0 or (answers and not campaign):
         raise SpecDecError("--answers counts the campaign's answers: a number >= 0, with --campaign")

@@ -2,7 +2,7 @@
 under a second, not after the target has loaded and the machine has been timed.
 
 A name is a bundled name, a local folder, or a Hugging Face id (`org/name`). A drafter is also "ngram",
-or "ngram+" before a model or feature head's name.
+"early:L" (the target's own first L layers: core.early_exit), or "ngram+" before any of those but "ngram".
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import socket
 from pathlib import Path
 
 from specdec.errors import SpecDecError
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_EXIT, BUNDLED_HEAD, BUNDLED_TARGET
 
 NGRAM = "ngram"
 LOOKUP_FIRST = "ngram+"  # "ngram+<draft model>": copy when the text repeats itself, else ask the model
 BUNDLED_PREFIX = "bundled:"
 BUNDLED_MODELS = (BUNDLED_TARGET, BUNDLED_DRAFT)
-BUNDLED_DRAFTERS = (BUNDLED_DRAFT, BUNDLED_HEAD)
+BUNDLED_DRAFTERS = (BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_EXIT)
+EARLY_EXIT = "early:"  # "early:L": the target's first L layers, then its own norm and head, untrained
 # Hugging Face's rule for a repository id: letters, digits, "-", "_", "."; at most one "/".
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
@@ -67,14 +68,28 @@ def check_model_name(name: str, role: str = "model") -> None:
         raise SpecDecError(f"could not load model '{name}' (the {role}): {problem}")
 
 
+def early_exit_layers(name: str) -> int | None:
+    """"early:L" -> L; None for any other name. SpecDecError if what follows "early:" is not a whole
+    number of at least 1 (whether the target has that many layers is checked when it has loaded)."""
+    if not name.startswith(EARLY_EXIT):
+        return None
+    layers = name.removeprefix(EARLY_EXIT)
+    if not layers.isdigit() or int(layers) < 1:
+        raise SpecDecError(f"'{name}': early exit takes a number of the target's layers, at least 1 "
+                           f"(for example {EARLY_EXIT}4)")
+    return int(layers)
+
+
 def check_drafter_name(drafter: str) -> None:
-    """check_model_name for a drafter: "ngram", or a model or head name, with "ngram+" before it or not."""
+    """check_model_name for a drafter: "ngram", "early:L", or a model or head name, with "ngram+"
+    before it or not."""
     if drafter == NGRAM:
         return
     name = drafter.removeprefix(LOOKUP_FIRST)
     if not name.strip():
         raise SpecDecError(f"'{drafter}' names no drafter after '{LOOKUP_FIRST}': add a draft model's name")
-    check_model_name(name, "draft model")
+    if early_exit_layers(name) is None:
+        check_model_name(name, "draft model")
 
 
 def check_pair_names(target: str, drafter: str | None) -> None:

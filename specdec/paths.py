@@ -23,6 +23,8 @@ BUNDLED_TARGET = "bundled:SmolLM2-135M-Instruct"
 BUNDLED_DRAFT = "bundled:SmolLM2-135M-Instruct-draft"  # trained here: `python -m specdec train-draft`
 # The target's feature head, also trained here: `python -m specdec train-head`.
 BUNDLED_HEAD = "bundled:SmolLM2-135M-Instruct-head"
+# The target's own first layers and a trained exit adapter: `python -m specdec train-exit`.
+BUNDLED_EXIT = "bundled:SmolLM2-135M-Instruct-exit"
 
 
 def cache_root() -> Path:

@@ -21,6 +21,8 @@ from specdec.config import Settings
 from specdec.core.metrics import speedup_theory, summarize
 from specdec.errors import SpecDecError
 from specdec.measure.stack import transformers_options
+from specdec.model_names import early_exit_layers
+from specdec.models.exit_files import is_exit
 from specdec.models.feature_head_files import is_head, shipped_head_exists
 from specdec.models.loading import cpu_description, gpu_description, shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair, default_drafter
@@ -81,6 +83,10 @@ class Method:
         if self.drafter == NGRAM:
             return "n-gram"
         model = self.drafter.removeprefix(LOOKUP_FIRST)
+        if is_exit(model):  # the untrained exit names its layer, as two of them may race
+            layers = early_exit_layers(model)
+            kind = f"early exit after layer {layers}" if layers else "exit adapter"
+            return f"n-gram, then {kind}" if self.drafter.startswith(LOOKUP_FIRST) else kind
         alone, behind_lookup = HEAD_LABELS if is_head(model) else ("draft model", "n-gram, then model")
         label = behind_lookup if self.drafter.startswith(LOOKUP_FIRST) else alone
         return f"{label} ({Path(model).name})" if self.named else label
@@ -94,7 +100,7 @@ def bench_methods(drafters: list[str], with_hf: bool) -> list[Method]:
         fixed = Method("", SPECULATIVE, drafter, named=_named(drafter, drafters))
         methods += [replace(fixed, label=f"{fixed.drafter_label}, γ fixed"),
                     replace(fixed, label=f"{fixed.drafter_label}, adaptive", adaptive=True)]
-        if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter):
+        if with_hf and not drafter.startswith(LOOKUP_FIRST) and not is_head(drafter) and not is_exit(drafter):
             methods.append(Method(fixed.hf_label(), HF_ASSISTED, drafter))
     return methods
 
@@ -212,7 +218,7 @@ def hf_assisted_generate(pair: ModelPair, prompt_ids: list[int], settings: Setti
 
 
 def _describe_drafter(pair: ModelPair) -> str:
-    model = pair.head or pair.draft
+    model = pair.head or pair.draft or pair.exit
     if model is None:
         return "n-gram prompt lookup"
     return ("n-gram prompt lookup, then " if pair.lookup_first else "") + model.describe()

@@ -21,7 +21,7 @@ from specdec.cli.bench import (
 )
 from specdec.cli.bench_report import format_batch_table, format_bench_table
 from specdec.clock import now
-from specdec.config import LOSSY_RULES, DraftTrainingConfig, HeadTrainingConfig
+from specdec.config import LOSSY_RULES, DraftTrainingConfig, ExitTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
 from specdec.views.engine_words import engine_summary
 from specdec.models.pair import ModelPair
@@ -241,6 +241,19 @@ def run_train_head(args: argparse.Namespace) -> None:
     output = args.output or args.work_dir / "head"  # never the shipped head unless asked for
     card = train_head(teacher, target, head_token_ids, args.work_dir, output,
                       config, log=lambda line: tqdm.write(line, file=sys.stderr), draft_layers=draft_layers)
+    print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
+
+
+def run_train_exit(args: argparse.Namespace) -> None:
+    from specdec.models.exit_files import DRAFT_HEAD_TOKENS
+    from specdec.models.loading import load_model
+    from specdec.training.train_exit import train_exit
+
+    config = config_from_args(ExitTrainingConfig, args)
+    target = load_model(BUNDLED_TARGET)
+    head_token_ids = json.loads(DRAFT_HEAD_TOKENS.read_text())  # the draft's frequent tokens (FR-Spec)
+    card = train_exit(target, head_token_ids, args.work_dir, args.output, config,
+                      log=lambda line: tqdm.write(line, file=sys.stderr))
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 
 

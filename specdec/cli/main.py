@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specdec.cli.arguments import add_config_arguments, add_settings_arguments
 from specdec.cli.classroom import add_class_parser, run_class
-from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfig
+from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, ExitTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
 from specdec.model_names import check_drafter_name, check_pair_names
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_TARGET, CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS
@@ -30,8 +30,9 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"bundled name, Hugging Face id or local folder (default {BUNDLED_TARGET})")
     drafter = parser.add_mutually_exclusive_group()
     drafter.add_argument("--draft-model", help="draft model (bundled name, Hugging Face id, folder, or "
-                         "train-draft's output folder) or feature head (bundled name or folder); 'ngram+' "
-                         "before it: n-gram lookup first")
+                         "train-draft's output folder), feature head (bundled name or folder) or early exit "
+                         "(early:L, or an exit adapter's bundled name or folder); 'ngram+' before it: "
+                         "n-gram lookup first")
     drafter.add_argument("--drafter", choices=["ngram"], help="a drafter without a model")
     parser.add_argument("--retime", action="store_true", help="time this machine's matrix layouts, "
                         "precisions and pass costs afresh, replacing the figures kept in the cache")
@@ -118,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     head.add_argument("--output", type=Path, help="where the trained head goes (default: WORK_DIR/head; the "
                       "shipped head, assets/feature_head, only when named here)")
     add_config_arguments(head, HeadTrainingConfig)
+
+    exit_adapter = commands.add_parser("train-exit", help="train an exit adapter (Kangaroo-style) after the "
+                                       "bundled target's first layers; resumable")
+    exit_adapter.add_argument("--work-dir", type=Path, default=Path(".cache/exit-training"),
+                              help="checkpoints, one per exit layer (resumable)")
+    exit_adapter.add_argument("--output", type=Path, default=Path("assets/exit_adapter"))
+    add_config_arguments(exit_adapter, ExitTrainingConfig)
 
     campaign = commands.add_parser("campaign", help="the target answers many prompts of many kinds (training "
                                    "data for the feature head, with its features); resumable")
@@ -210,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.run_train_draft(args)
         elif args.command == "train-head":
             commands.run_train_head(args)
+        elif args.command == "train-exit":
+            commands.run_train_exit(args)
         elif args.command == "campaign":
             commands.run_campaign(args)
         else:

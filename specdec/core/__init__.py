@@ -10,6 +10,8 @@ costs) and a callable (a draft's one-token step).
     cached_model.py  a model with a KV cache (and, if asked, its last hidden states) that can be
                      rolled back; the output head cut to the tokens a draft scores
     feature_head.py  a few decoder layers that draft from the target's hidden states (EAGLE)
+    early_exit.py    self-speculation: the target's own first L layers draft, on the target's own
+                     cache, with an optional trained exit adapter (LayerSkip, Kangaroo)
     drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
                      n-gram prompt lookup, or lookup first and a model or head elsewhere
     siblings.py      the draft's second choices, verified beside its first in the same pass

@@ -87,7 +87,7 @@ class CachedModel:
 
     def __init__(self, model: PreTrainedModel, vocab_size: int, head: ReducedHead | None = None,
                  keep_features: bool = False, pass_costs: tuple[float, ...] = (),
-                 step: Callable[[DynamicCache, int], torch.Tensor] | None = None):
+                 step: Callable[[DynamicCache, int], torch.Tensor] | None = None, keep_layer: int = 0):
         self.model = model
         self.vocab_size = vocab_size  # logits are cut to the shared tokenizer's vocabulary
         self.head = head  # None: the model's own full head
@@ -97,6 +97,10 @@ class CachedModel:
         # (a feature head drafts from them: core.feature_head).
         self.features = torch.empty(0, model.config.hidden_size, device=model.device, dtype=model.dtype)
         self.keep_features = keep_features
+        # keep_layer = L > 0: also the hidden state after decoder layer L at every cached position, rolled
+        # back with the cache (an early exit's adapter reads them: core.early_exit).
+        self.keep_layer = keep_layer
+        self.layer_states = torch.empty_like(self.features)
         # What a pass over 1, 2, ... tokens costs on this machine, in 1-token passes (timed at load:
         # specdec/kernels/choice.py); empty: not measured (the round loop then counts short passes as free).
         self.pass_costs = pass_costs
@@ -147,7 +151,7 @@ class CachedModel:
         """`extend`'s pass; `tree`: the attention mask and position ids of `extend_tree`, if any."""
         input_ids = torch.tensor([token_ids], device=self.model.device)
         by_hand = self.step is not None and len(token_ids) == 1 and not tree
-        if self.head is None and not self.keep_features and not by_hand:
+        if self.head is None and not self.keep_features and not self.keep_layer and not by_hand:
             output = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
                                 logits_to_keep=keep_last, **tree)
             return output.logits[0, :, : self.vocab_size].float()
@@ -156,8 +160,11 @@ class CachedModel:
         if by_hand:
             hidden = self.step(self.cache, token_ids[0])
         else:
-            hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True,
-                                              **tree).last_hidden_state[0]
+            output = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True,
+                                              output_hidden_states=self.keep_layer > 0, **tree)
+            hidden = output.last_hidden_state[0]
+            if self.keep_layer:  # hidden_states[0] is the embeddings, [n] the output of layer n
+                self.layer_states = torch.cat([self.layer_states, output.hidden_states[self.keep_layer][0]])
         if self.keep_features:
             self.features = torch.cat([self.features, hidden])
         hidden = hidden[-keep_last:]  # keep_last = 0 keeps every position
@@ -177,6 +184,8 @@ class CachedModel:
             layer.values = layer.values.index_select(-2, index)
         if self.keep_features:
             self.features = self.features[index]
+        if self.keep_layer:
+            self.layer_states = self.layer_states[index]
 
     def rollback(self, length: int) -> None:
         """Forget every token after the first `length` (the rejected drafts), keeping the rest."""
@@ -184,4 +193,13 @@ class CachedModel:
         if excess > 0:
             self.cache.crop(-excess)  # transformers >= 5 takes the number of tokens to remove
         self.features = self.features[:length]
+        self.layer_states = self.layer_states[:length]
+
+    def crop_layers(self, layers: int, length: int) -> None:
+        """Forget what the first `layers` of the cache hold after the first `length` tokens: an early
+        exit's drafts (core.early_exit), written into the target's own cache beyond the verified tokens."""
+        for layer in self.cache.layers[:layers]:
+            excess = layer.get_seq_length() - length
+            if excess > 0:
+                layer.crop(-excess)
 

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from specdec.core.cached_model import CachedModel
 from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
+from specdec.core.early_exit import EarlyExitDrafter
 from specdec.errors import SpecDecError
-from specdec.kernels.decoder_step import draft_step_by_hand, head_step_by_hand
+from specdec.kernels.decoder_step import (
+    draft_step_by_hand,
+    embedded_step,
+    head_step_by_hand,
+    library_steps_asked,
+)
 from specdec.model_names import LOOKUP_FIRST, NGRAM, check_pair_names
+from specdec.models.exit_files import LoadedExit, is_exit, load_exit
 from specdec.models.feature_head_files import LoadedHead, is_head, load_head
 from specdec.models.loading import LoadedModel, check_tokenizers_match, load_model, shipped_draft_exists
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
@@ -32,6 +40,7 @@ class ModelPair:
     lookup_first: bool = False  # try an n-gram lookup before asking the draft model or the head
     head: LoadedHead | None = None  # the feature head that drafts, reading the target (core.feature_head)
     loaded: tuple = ()  # every draft model and head loaded for this target so far: switching reloads none
+    exit: LoadedExit | None = None  # the target's own first layers that draft (core.early_exit)
 
     @classmethod
     def load(cls, target_name: str = BUNDLED_TARGET, drafter: str | None = None) -> ModelPair:
@@ -45,13 +54,16 @@ class ModelPair:
     def with_drafter(self, drafter: str) -> ModelPair:
         """The same loaded target with another drafter ("ngram", a draft model or a feature head, with
         "ngram+" before either): no second target, and no second load of a drafter it already had."""
-        loaded = tuple({m.name: m for m in (self.draft, self.head, *self.loaded) if m is not None}.values())
+        loaded = tuple({m.name: m for m in (self.draft, self.head, self.exit, *self.loaded)
+                        if m is not None}.values())
         if drafter == NGRAM:
             return ModelPair(self.target, None, loaded=loaded)
         lookup_first, model_name = drafter.startswith(LOOKUP_FIRST), drafter.removeprefix(LOOKUP_FIRST)
         model = next((m for m in loaded if m.name == model_name), None)
         if model is None:
-            if is_head(model_name):
+            if is_exit(model_name):
+                model = load_exit(model_name, self.target)
+            elif is_head(model_name):
                 model = load_head(model_name, self.target)
             else:
                 model = load_model(model_name, draft=True)
@@ -59,26 +71,37 @@ class ModelPair:
             loaded += (model,)
         if isinstance(model, LoadedHead):
             return ModelPair(self.target, None, lookup_first, model, loaded)
+        if isinstance(model, LoadedExit):
+            return ModelPair(self.target, None, lookup_first, None, loaded, model)
         return ModelPair(self.target, model, lookup_first, None, loaded)
 
     @property
     def drafter_name(self) -> str:
-        model = self.head or self.draft
+        model = self.head or self.draft or self.exit
         if model is None:
             return NGRAM
         return LOOKUP_FIRST + model.name if self.lookup_first else model.name
 
     def new_target(self) -> CachedModel:
-        """The target with a fresh KV cache for one run, keeping its features if the head reads them."""
+        """The target with a fresh KV cache for one run, keeping its features if the head reads them, and
+        its layer-L states if an exit adapter does."""
+        adapter_reads = self.exit.layers if self.exit is not None and self.exit.adapter is not None else 0
         return CachedModel(self.target.model, self.target.vocab_size, keep_features=self.head is not None,
-                           pass_costs=self.target.pass_costs)
+                           pass_costs=self.target.pass_costs, keep_layer=adapter_reads)
 
     def new_drafter(self, target: CachedModel | None = None) -> Drafter:
         """A fresh drafter for one run: its KV cache is that run's alone. A feature head reads the run's
         `target` (from new_target). A draft or head gets its one-token step by hand where the kernels
-        have one (specdec/kernels/decoder_step.py)."""
+        have one (specdec/kernels/decoder_step.py). An early exit runs on the run's `target` cache."""
         lookup = NgramDrafter(self.target.vocab_size)
-        if self.head is not None:
+        if self.exit is not None:
+            if target is None:
+                raise ValueError("an early exit shares the run's target cache: pass new_target()'s")
+            adapter = self.exit.adapter
+            by_hand = adapter is not None and not library_steps_asked()
+            model = EarlyExitDrafter(target, self.exit.layers, self.exit.reduced, adapter, self.exit.name,
+                                     step=partial(embedded_step, adapter.decoder) if by_hand else None)
+        elif self.head is not None:
             if target is None or not target.keep_features:
                 raise ValueError("a feature head needs the run's target, made by new_target()")
             model = FeatureDrafter(self.head.head, target, self.head.reduced, self.head.name,

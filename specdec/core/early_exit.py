@@ -1,0 +1,161 @@
+"""Self-speculation: the target's own first L layers draft for it (early exit, as LayerSkip's).
+
+A draft model is a second network, with weights and a KV cache of its own. An early exit is the target
+cut short: a token goes through the target's first L layers only, then the target's own final norm and
+output head turn that shallow hidden state into q. No second model to host.
+
+    token -> layers 1..L (the target's) -> [adapter] -> final norm (the target's) -> output head -> q
+                    \\-> layers L+1..N (the target's, at verification only) -> norm -> head -> p
+
+The shallow layers were never taught to be read by the output head, so the untrained exit (`early:L`)
+guesses badly. Kangaroo (Liu et al. 2024) puts a small trained adapter after layer L, one decoder layer
+here, which learns to turn layer L's state into something the final norm and head read well. It attends
+over earlier positions, so it keeps a cache of its own: one layer's, a small part of the target's.
+
+The teaching point is the cache. The drafter's layers 1..L *are* the target's, so their keys and values
+for every verified token are already in the target's cache: the drafter reads that cache and appends
+its drafts' entries to it, beyond the verified tokens. Before the target verifies, it cuts them off
+again (the verification pass recomputes those positions through every layer), so after each round the
+one cache holds verified tokens only and is rolled back once, by the target.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import DynamicCache, LlamaConfig, LlamaModel
+
+from specdec.core.cached_model import CachedModel, ReducedHead, linear_kind
+from specdec.core.drafters import Draft, draft_one_by_one, empty_draft
+
+
+def adapter_config(target_config: LlamaConfig, exit_layer: int) -> LlamaConfig:
+    """One decoder layer of the target's shape, reading the hidden state after `exit_layer`; no
+    vocabulary of its own (it reads hidden states, and the target's head scores its output)."""
+    config = copy.deepcopy(target_config)
+    config.num_hidden_layers = 1
+    config.vocab_size = 1  # the decoder's token table is never used: the adapter feeds inputs_embeds
+    config.pad_token_id = config.bos_token_id = config.eos_token_id = None
+    config.tie_word_embeddings = False
+    config.exit_layer = exit_layer
+    config.architectures = ["ExitAdapter"]  # specdec.core.early_exit, not a causal LM
+    return config
+
+
+class ExitAdapter(nn.Module):
+    """Hidden states after layer L -> one decoder layer -> the target's final norm.
+
+    `decoder.norm` is the target's own norm module, handed in at load (models.exit_files): the adapter
+    learns to feed it, it does not replace it.
+    """
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        self.decoder = LlamaModel(config)
+
+    @property
+    def exit_layer(self) -> int:
+        return self.config.exit_layer
+
+    def forward(self, shallow: torch.Tensor, cache=None, attention_mask: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        """(batch, positions, hidden) after layer L -> (batch, positions, hidden), what the head reads."""
+        return self.decoder(inputs_embeds=shallow, attention_mask=attention_mask, cache=cache,
+                            use_cache=cache is not None).last_hidden_state
+
+
+@torch.inference_mode()
+def shallow_layers(decoder: nn.Module, cache: DynamicCache, token_id: int, layers: int) -> torch.Tensor:
+    """One token through the first `layers` of a decoder, after the tokens its `cache` holds ->
+    the hidden state after layer `layers` (1, 1, hidden). Its keys and values go into the first
+    `layers` of that cache, the deeper layers' are left as they are."""
+    device = decoder.embed_tokens.weight.device
+    hidden = decoder.embed_tokens(torch.tensor([[token_id]], device=device))
+    position_ids = torch.tensor([[cache.get_seq_length(0)]], device=device)
+    position_embeddings = decoder.rotary_emb(hidden, position_ids)
+    for layer in decoder.layers[:layers]:  # a single query sees every cached position: no mask
+        hidden = layer(hidden, position_ids=position_ids, cache=cache, use_cache=True,
+                       position_embeddings=position_embeddings)
+    return hidden
+
+
+class EarlyExitDrafter:
+    """The target's first L layers, an optional trained adapter, and the target's norm and head.
+
+    It holds no weights and no cache for layers 1..L: it runs the target's modules on the run's target
+    cache (`target`, a CachedModel), and its only cache is the adapter's. With an adapter, the target
+    keeps its hidden state after layer L at every verified position (`keep_layer`), and the adapter
+    reads those, as a feature head reads the target's last ones; positions it drafted from are
+    forgotten at every roll-back and read again from the target's.
+    """
+
+    def __init__(self, target: CachedModel, layers: int, reduced: ReducedHead | None = None,
+                 adapter: nn.Module | None = None, name: str | None = None,
+                 step: Callable[[DynamicCache, torch.Tensor], torch.Tensor] | None = None):
+        """`step(cache, hidden (1, 1, hidden))` -> (1, hidden): one position through the adapter, where
+        the loader has a faster way than its forward (kernels.decoder_step.embedded_step)."""
+        if adapter is not None and target.keep_layer != layers:
+            raise ValueError("an exit adapter reads the target's layer L: make the target with keep_layer=L")
+        self.name = name or f"early exit after layer {layers}"
+        self.target, self.layers, self.reduced, self.adapter = target, layers, reduced, adapter
+        self.decoder = target.model.get_decoder()
+        self.cache = DynamicCache(config=adapter.config) if adapter is not None else None
+        self.true_length = 0  # adapter positions read from the target's own layer-L states
+        self.linear = linear_kind(adapter if adapter is not None else target.model)
+        self.step = step
+
+    @torch.inference_mode()
+    def _logits(self, token_id: int) -> torch.Tensor:
+        """q's logits (1, vocab) for the token after `token_id`, fed after everything cached."""
+        shallow = shallow_layers(self.decoder, self.target.cache, token_id, self.layers)
+        if self.adapter is None:
+            hidden = self.decoder.norm(shallow)[0]
+        elif self.step is not None:
+            hidden = self.step(self.cache, shallow)
+        else:
+            hidden = self.adapter(shallow, self.cache)[0]
+        if self.reduced is not None:
+            return self.reduced.logits(hidden, self.target.vocab_size, self.linear)
+        return self.target.model.get_output_embeddings()(hidden)[:, : self.target.vocab_size].float()
+
+    @torch.inference_mode()
+    def _catch_up(self, verified: int) -> None:
+        """The adapter reads the target's layer-L states for the positions verified since last round."""
+        self.rollback(min(self.true_length, verified))
+        if verified > self.true_length:
+            self.adapter(self.target.layer_states[None, self.true_length : verified], self.cache)
+        self.true_length = verified
+
+    def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
+        verified = self.target.cache_length  # the target has seen every token but the last
+        if num_tokens == 0:
+            return empty_draft(self.target.vocab_size)
+        if self.adapter is not None:
+            self._catch_up(verified)
+        try:
+            return draft_one_by_one(self._logits(token_ids[verified]), self._logits, num_tokens, sampling,
+                                    generator, thresholds)
+        finally:
+            # The drafts' entries leave the shared layers before the target verifies: it recomputes
+            # those positions through all its layers, and its cache must hold verified tokens only.
+            self.target.crop_layers(self.layers, verified)
+            self.rollback(self.true_length)
+
+    def rollback(self, length: int) -> None:
+        """Keep the adapter's positions read from the target (the shared layers the target rolls back)."""
+        if self.cache is None:
+            return
+        self.true_length = min(self.true_length, length)
+        excess = self.cache.get_seq_length() - self.true_length
+        if excess > 0:
+            self.cache.crop(-excess)
+
+    @property
+    def cache_length(self) -> int:
+        """Tokens the drafter has read: the shared layers' (the target's), which the drafts' leave again
+        before verification."""
+        return self.target.cache.get_seq_length(0)
