@@ -227,40 +227,26 @@ def ask(question: Question, reveal: Callable[[], tuple | None] | None = None, mi
 
 @st.fragment(run_every=POLL_SECONDS)
 def _instructor_panel(question: Question, reveal, missing: str) -> None:
-    code, key = st.session_state[CODE], st.session_state[KEY]
+    code = st.session_state[CODE]
     box = st.container(border=True, key=f"class_instructor_{question.id}")
     box.markdown(f"**Ask the room (class {spoken(code)}):** {html.escape(question.text)}")
     try:
-        asked = store().asked(code, question.id)
+        asked = store().asked(code, question.id)  # after any button's action (its callback ran first)
     except SpecDecError as error:
         box.error(str(error), icon=":material/error:")
         return
     state = asked.state if asked else None
     cols = box.columns([1, 1, 1, 1, 2])
-    act = {"open": cols[0].button("Re-open" if state in (CLOSED, REVEALED) else "Open",
-                                  disabled=state == OPEN, key=f"b_class_{question.id}_open"),
-           "close": cols[1].button("Close", disabled=state != OPEN, key=f"b_class_{question.id}_close"),
-           "reveal": cols[2].button("Reveal", disabled=state not in (OPEN, CLOSED), type="primary",
-                                    key=f"b_class_{question.id}_reveal"),
-           "reset": cols[3].button("Reset", disabled=state is None, key=f"b_class_{question.id}_reset")}
-    try:
-        if act["open"]:
-            store().open_question(code, key, question)
-        elif act["close"]:
-            store().close_question(code, key, question.id)
-        elif act["reveal"]:
-            truth = reveal() if reveal else None
-            truth = truth if truth is not None else (question.correct or None)
-            if truth is None:
-                box.warning(missing or "Nothing measured yet to reveal.", icon=":material/hourglass:")
-            else:
-                store().reveal(code, key, question.id, tuple(truth))
-        elif act["reset"]:
-            store().reset(code, key, question.id)
-        if any(act.values()):
-            asked = store().asked(code, question.id)
-    except SpecDecError as error:
-        box.error(str(error), icon=":material/error:")
+    buttons = [("open", "Re-open" if state in (CLOSED, REVEALED) else "Open", state == OPEN),
+               ("close", "Close", state != OPEN), ("reveal", "Reveal", state not in (OPEN, CLOSED)),
+               ("reset", "Reset", state is None)]  # fmt: skip
+    for col, (action, label, disabled) in zip(cols, buttons, strict=False):
+        col.button(label, disabled=disabled, key=f"b_class_{question.id}_{action}", on_click=_act,
+                   args=(action, question, reveal, missing),
+                   type="primary" if action == "reveal" else "secondary")
+    said = st.session_state.pop(f"_class_said_{question.id}", None)
+    if said:
+        (box.warning if said[0] == "warning" else box.error)(said[1], icon=":material/info:")
     result = store().tally(code, question.id) if asked else None
     cols[4].metric("Answers in", result.count if result else 0)
     if asked is None:
@@ -269,6 +255,28 @@ def _instructor_panel(question: Question, reveal, missing: str) -> None:
         box.markdown("Open: students are answering. **Close** to show the spread, **Reveal** to measure.")
     else:
         _room_chart(box, code, question, asked.truth)
+
+
+def _act(action: str, question: Question, reveal, missing: str) -> None:
+    """A button's action, before the panel is drawn again (so it draws the new state at once)."""
+    code, key = st.session_state[CODE], st.session_state[KEY]
+    try:
+        if action == "open":
+            store().open_question(code, key, question)
+        elif action == "close":
+            store().close_question(code, key, question.id)
+        elif action == "reveal":
+            truth = reveal() if reveal else None
+            truth = truth if truth is not None else (question.correct or None)
+            if truth is None:
+                said = missing or "Nothing measured yet to reveal."
+                st.session_state[f"_class_said_{question.id}"] = ("warning", said)
+            else:
+                store().reveal(code, key, question.id, tuple(truth))
+        elif action == "reset":
+            store().reset(code, key, question.id)
+    except SpecDecError as error:
+        st.session_state[f"_class_said_{question.id}"] = ("error", str(error))
 
 
 def last_run(results: dict):

@@ -99,3 +99,41 @@ def test_presenter_mode_opens_a_class_from_the_sidebar(tiny_pair_dirs, room):
     assert any(f"?class={code}" in m.value for m in at.sidebar.markdown)  # the student link, for the room
     assert not any(key in m.value for m in [*at.markdown, *at.sidebar.markdown])  # never the key
     assert "b_class_check_open" in buttons(at)  # the home page's question, ready to ask
+
+
+@pytest.mark.slow
+def test_round_by_round_asks_each_round_and_reveals_its_test(tiny_pair_dirs, room):
+    store, invite = room
+    at = open_app(tiny_pair_dirs, **{"class": invite.code, "key": invite.key})
+    at.switch_page("app_pages/rounds.py").run()
+    for _ in range(5):  # a round with drafts (a round with none has nothing to ask)
+        at.button(key="b_step").click().run()
+        trace = at.session_state["stepper"].current
+        if trace is not None and trace.num_drafted:
+            break
+    question_id = f"round-{trace.index + 1}"
+    buttons(at)[f"b_class_{question_id}_open"].click().run()
+    asked = store.asked(invite.code, question_id)
+    assert asked.state == "open" and len(asked.question.options) == trace.num_drafted + 1
+    store.answer(invite.code, question_id, "browser-0001", (float(trace.num_drafted),))
+    buttons(at)[f"b_class_{question_id}_reveal"].click().run()
+    assert_clean(at)
+    assert store.asked(invite.code, question_id).truth == (float(trace.num_accepted),)
+
+
+@pytest.mark.slow
+def test_code_vs_prose_reveals_only_what_was_measured(tiny_pair_dirs, room):
+    store, invite = room
+    at = open_app(tiny_pair_dirs, **{"class": invite.code, "key": invite.key})
+    at.switch_page("app_pages/code_vs_prose.py").run()
+    buttons(at)["b_class_code-vs-prose_open"].click().run()
+    store.answer(invite.code, "code-vs-prose", "browser-0001", (80.0, 30.0))
+    buttons(at)["b_class_code-vs-prose_reveal"].click().run()
+    assert_clean(at)
+    assert any("Run the prompt sets first" in w.value for w in at.warning)
+    assert store.asked(invite.code, "code-vs-prose").state == "open"  # nothing revealed without a run
+    at.session_state["_cp_results"] = {"run": ([{"category": "code", "acceptance_rate": 0.75},
+                                                {"category": "prose", "acceptance_rate": 0.35}], True)}
+    buttons(at)["b_class_code-vs-prose_reveal"].click().run()
+    assert store.asked(invite.code, "code-vs-prose").truth == (75.0, 35.0)
+    assert any("median guess 80%: 5% too high" in m.value for m in at.markdown)
