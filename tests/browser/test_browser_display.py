@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -71,7 +70,8 @@ def open_page(page, base: str, path: str, params: dict[str, str]) -> None:
     query = "&".join(f"{k}={v}" for k, v in params.items())
     page.goto(f"{base}/{path}" + (f"?{query}" if query else ""))
     page.locator('[data-testid="stSidebarNav"]').wait_for(state="attached")  # folded in presenter mode
-    page.get_by_text(re.compile("Loading the models")).wait_for(state="detached", timeout=180_000)
+    page.wait_for_function("() => !document.body.innerText.includes('Loading the models')",
+                           timeout=180_000)  # the page's note and the sidebar's both go
     wait_idle(page)
     if path == "rounds":  # the round view's chips, table and metrics appear with the first round
         unfold_inputs(page)
