@@ -117,6 +117,8 @@ else:
     st.caption("llama.cpp reads GGUF files: convert both models with llama.cpp's `convert_hf_to_gguf.py`, "
                "then `llama-server -m target.gguf -md draft.gguf --draft-max γ`. " + NOT_RUN_HERE)
 
+st.markdown(stack.EARLY_EXIT_ENGINES)
+
 st.subheader("The engines' words")
 if run is None or not run.speculative.traces:
     st.info("Run the pair above: its specdec rounds are then printed here the way each engine logs them.")

@@ -9,7 +9,7 @@ from app_pages import ui
 from app_pages.student import md_escape
 from specdec.config import Settings
 from specdec.measure import drafter_race, timing
-from specdec.models.pair import ModelPair
+from specdec.models.pair import NGRAM, ModelPair
 from specdec.paths import ASSETS
 from specdec.views import charts
 from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED
@@ -32,6 +32,20 @@ FEATURE_HEAD_PICTURE = """digraph {
   f -> head; e -> head; head -> fhat; fhat -> lm; lm -> q;
   fhat -> head [label=" next draft", style=dashed];
 }"""
+EARLY_EXIT_WORDS = (
+    "**Self-speculation** needs no second model. **LayerSkip** (Elhoushi et al. 2024) drafts with the target "
+    "cut short. A token goes through the target's first L layers only, then the target's own final norm "
+    "and output head. Verification runs every layer. The draft's layers *are* the target's first layers, "
+    "so their keys and values for every verified token are already in the target's KV cache. The draft "
+    "reads that one cache and writes its drafts into it; they are cut off again before the target "
+    "verifies. Nothing is held twice."
+)
+EXIT_ADAPTER_WORDS = (
+    "Untrained (`early:L`, the *early exit* lane above), layer L's state is not what the output head was "
+    "trained to read, and the guesses are poor. **Kangaroo** (Liu et al. 2024) puts a small trained "
+    "adapter between layer L and the head. Here it is one decoder layer, trained on a 2-core CPU: the "
+    "*exit adapter* lane."
+)
 OTHER_WAYS = """
 - **Self-speculation: Medusa** (Cai et al. 2024) adds a few extra heads to the target itself; head *i*
   predicts the token *i+1* positions ahead from the target's last hidden state. No second model to
@@ -195,6 +209,28 @@ def feature_head() -> None:
     st.graphviz_chart(FEATURE_HEAD_PICTURE, width="stretch" if ui.presenter() else "content")
 
 
+def memory_line(added: dict[str, int], target: str) -> str:
+    """What each load added to this server's resident memory, as measured when it loaded."""
+    if target not in added:
+        return ""
+    parts = [f"the target {added[target] / 2**20:,.0f} MiB"] + [
+        f"{name} +{size / 2**20:,.0f} MiB" for name, size in added.items() if name not in (target, NGRAM)]
+    return ("**Memory on this server**, the resident size measured before and after each load: "
+            + "; ".join(parts) + ". A drafter not loaded here yet is not listed; race it to measure it.")
+
+
+def early_exit(pair: ModelPair) -> None:
+    st.header("The target's own early layers as the draft")
+    st.markdown(EARLY_EXIT_WORDS)
+    st.markdown(EXIT_ADAPTER_WORDS)
+    depth = pair.target.model.config.num_hidden_layers
+    if depth > 1:
+        layer = min(drafter_race.RACED_EXIT_LAYER, depth - 1)
+        ui.chart(charts.early_exit_chart(depth, layer), key="_va_exit_picture")
+    if line := memory_line(ui.pair_shelf().resident_added, pair.target.name):
+        ui.note(line)
+
+
 ui.init_state()
 st.session_state.setdefault("_va_results", {})
 intro()
@@ -216,5 +252,6 @@ if compared is None:
 else:
     show(pair, *compared, settings, chart_slot)
 feature_head()
+early_exit(pair)
 st.header("Other ways to draft")
 st.markdown(OTHER_WAYS)

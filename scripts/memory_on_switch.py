@@ -1,11 +1,12 @@
 """The app server's resident memory as a class switches drafters: one target, however many drafters.
 
-    python scripts/memory_on_switch.py [--root CHECKOUT]
+    python scripts/memory_on_switch.py [--root CHECKOUT] [--drafters ngram,early:4,...]
 
 Starts the app (of this checkout, or of another one, to compare), opens Round by round in headless
 Chromium with the bundled default drafter, then in new sessions with the feature head, with n-gram
 lookup and with the default again, and prints the server's resident memory (RSS, its whole process
 tree) once each page has loaded its models. docs/howto/own-pair-and-gpu.md quotes its figures.
+--drafters switches through those instead, in that order (start with ngram: the target alone).
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ def resident_mib(process: psutil.Process) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
+    parser.add_argument("--drafters", help="the drafters to switch through, comma-separated")
     args = parser.parse_args()
+    switches = [d for d in args.drafters.split(",") if d] if args.drafters else SWITCHES
     with app_server(args.root.resolve()) as (base, process), browser_page() as page:
         page.set_default_timeout(600_000)  # a cold load on a busy 2-core machine takes minutes
         print(f"started: {resident_mib(process):,.0f} MiB")
-        for drafter in SWITCHES:
+        for drafter in switches:
             page.goto("about:blank")  # a new session each time, as a second student's browser would be
             open_rounds(page, base, {"drafter": drafter, "prompt": "def add(a, b):"})
             page.wait_for_timeout(2000)  # the memory settles after the load

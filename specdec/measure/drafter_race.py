@@ -1,6 +1,7 @@
 """Which drafters the Variants page races on one prompt: the target alone, n-gram lookup, the draft
-model with a fixed and an adaptive length, lookup first and then the model, and the same two for the
-feature head. No Streamlit here."""
+model with a fixed and an adaptive length, lookup first and then the model, the same two for the
+feature head, and the target's own first layers (early exit: untrained, and with the trained adapter). No
+Streamlit here."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ from dataclasses import replace
 from specdec.config import Settings
 from specdec.errors import SpecDecError
 from specdec.measure.timing import TARGET
+from specdec.model_names import EARLY_EXIT
+from specdec.models.exit_files import shipped_exit_exists
 from specdec.models.feature_head_files import shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_EXIT, BUNDLED_HEAD, BUNDLED_TARGET
 
 Lane = tuple[ModelPair, Settings, bool]  # the pair, its settings, whether it speculates
+# The untrained exit races at the layer the shipped adapter reads, so that its two lanes differ by the
+# adapter alone (a target with fewer layers exits one before its last).
+RACED_EXIT_LAYER = 4
 NO_DRAFT_MODEL = "No draft model is configured: set one in the sidebar's *Drafter* box to race it too."
 
 
@@ -46,6 +52,13 @@ def lanes_to_race(
             with_head = pair_with(head)
             lanes["feature head, adaptive"] = (with_head, adaptive, True)
             lanes["n-gram, then head, adaptive"] = (pair_with(LOOKUP_FIRST + head), adaptive, True)
+        depth = pair.target.model.config.num_hidden_layers
+        if depth > 1:
+            layer = min(RACED_EXIT_LAYER, depth - 1)
+            lanes[f"early exit after layer {layer}, adaptive"] = (pair_with(f"{EARLY_EXIT}{layer}"), adaptive,
+                                                                  True)
+        if bundled and shipped_exit_exists():
+            lanes["exit adapter, adaptive"] = (pair_with(BUNDLED_EXIT), adaptive, True)
     except SpecDecError as error:  # a drafter that cannot load: race the others, and say why
         return lanes, str(error)
     return lanes, None

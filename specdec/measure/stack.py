@@ -41,10 +41,27 @@ class _DropAssistantCallWarning(logging.Filter):
 logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantCallWarning())
 
 
+# Which engines run an early exit (the target's own first layers drafting), as their sources and docs say.
+EARLY_EXIT_ENGINES = (
+    "**Early exit in other engines.** transformers runs it: `model.generate(..., "
+    "assistant_early_exit=L)` drafts with the model's own first L layers and its output head "
+    "(its EarlyExitCandidateGenerator runs the same model with its layer count set to L while it "
+    "drafts), with no adapter, so it pays only with a checkpoint trained for its early layers to be read "
+    "by the head, such as LayerSkip's (`facebook/layerskip-llama3.2-1B`). vLLM's documented speculation "
+    "methods (EAGLE, MTP, a draft model, parallel drafts, MLP speculators, n-gram, suffix decoding) include "
+    "no early exit, and llama.cpp drafts with a separate draft model or n-gram lookup only."
+)
+
+
 def assistant_for(pair: ModelPair) -> str:
     """What drafts in the transformers run: the draft model's folder (the bundled draft exported, as
     `python -m specdec export-draft` writes it), or transformers' prompt lookup for n-gram drafting.
     A feature head has no transformers counterpart (its nearest engine feature is EAGLE)."""
+    if pair.exit is not None:
+        raise SpecDecError("the early exit drafts with the target's own layers; transformers has its own "
+                           "(`generate(..., assistant_early_exit=L)`, no adapter: for checkpoints trained "
+                           "for it, such as LayerSkip's), not run here: pick the draft model or n-gram "
+                           "lookup in the sidebar to compare the engines live")  # fmt: skip
     if pair.head is not None:
         raise SpecDecError("a feature head reads the target's hidden states, and transformers' assisted "
                            "generation has no such drafter (vLLM and SGLang run such heads as EAGLE): "

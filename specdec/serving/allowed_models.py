@@ -12,9 +12,12 @@ import gc
 import threading
 from collections.abc import Callable, Mapping
 
+import psutil
+
 from specdec.errors import SpecDecError
+from specdec.model_names import early_exit_layers
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_EXIT, BUNDLED_HEAD, BUNDLED_TARGET
 
 ANY_MODEL = "*"
 
@@ -25,7 +28,7 @@ def allowed_models(environ: Mapping[str, str]) -> frozenset[str] | None:
     listed = environ.get("SPECDEC_ALLOWED_MODELS", "").strip()
     if listed == ANY_MODEL:
         return None
-    bundled = {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD}
+    bundled = {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_EXIT}
     names = {name.strip() for name in listed.split(",")} if listed else bundled
     return frozenset((names | started_with | {NGRAM}) - {""})
 
@@ -35,7 +38,7 @@ def check_allowed(target: str, drafter: str, allowed: frozenset[str] | None) -> 
     if allowed is None:
         return
     for role, name in (("target", target), ("drafter", drafter.removeprefix(LOOKUP_FIRST))):
-        if name not in allowed:
+        if name not in allowed and not (role == "drafter" and early_exit_layers(name)):  # loads no weights
             raise SpecDecError(
                 f"this server does not load the {role} '{name}': it loads only "
                 f"{', '.join(sorted(allowed))} (the server's SPECDEC_ALLOWED_MODELS sets the list)"
@@ -62,6 +65,11 @@ class LoadFailures:
             self._messages.pop(key, None)
 
 
+def _resident() -> int:
+    """This process's resident memory (RSS), in bytes."""
+    return psutil.Process().memory_info().rss
+
+
 class PairShelf:
     """The server's models: one target per process, shared by every drafter and every session.
 
@@ -76,17 +84,31 @@ class PairShelf:
         self._lock = threading.Lock()
         self._latest: ModelPair | None = None  # its `loaded` holds every drafter loaded so far
         self._pairs: dict[str, ModelPair] = {}
+        # What each load added to this process's resident memory, in bytes, measured before and after
+        # it (the target, then each drafter by the name it was asked for): what hosting it costs.
+        self._resident_added: dict[str, int] = {}
 
     def get(self, target: str, drafter: str) -> ModelPair:
         with self._lock:
             if self._latest is None or self._latest.target.name != target:
                 self._drop()
+                before = _resident()
                 self._latest = self._load_target(target)
                 self._after_load()
+                self._resident_added[target] = _resident() - before
             if drafter not in self._pairs:
+                before = _resident()
                 self._pairs[drafter] = self._latest = self._latest.with_drafter(drafter)
                 self._after_load()
+                self._resident_added.setdefault(drafter.removeprefix(LOOKUP_FIRST), _resident() - before)
             return self._pairs[drafter]
+
+    @property
+    def resident_added(self) -> dict[str, int]:
+        """Bytes each load added to the server's resident memory, by model name (a drafter behind
+        "ngram+" under its own name: its first load is what counts), the current target's first."""
+        with self._lock:
+            return dict(self._resident_added)
 
     def clear(self) -> None:
         """Drop every model: the next request loads afresh."""
@@ -102,6 +124,7 @@ class PairShelf:
     def _drop(self) -> None:
         self._latest = None
         self._pairs.clear()
+        self._resident_added.clear()
         # The loaded models were frozen out of the collector (_after_load); unfreeze them so the
         # dropped target's cycles can be collected, then collect now rather than at some later run.
         gc.unfreeze()

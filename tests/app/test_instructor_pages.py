@@ -130,9 +130,10 @@ def test_variants_races_every_drafter(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, VARIANTS, max_new_tokens=12)
     at.button(key="b_variants").click().run()
     assert_clean(at)
-    assert charts(at) == 2  # the race (tokens over compute time) and the drafters' speed-ups
+    assert charts(at) == 3  # the race (tokens over compute time), the drafters' speed-ups, the early exit
     assert [t.label for t in at.tabs] == ["target only", "n-gram lookup", "draft model, γ fixed",
-                                          "draft model, adaptive", "n-gram, then model, adaptive"]
+                                          "draft model, adaptive", "n-gram, then model, adaptive",
+                                          "early exit after layer 1, adaptive"]
     assert any("sd-tok" in m.value for m in at.markdown if m.proto.allow_html)
 
 
@@ -142,7 +143,7 @@ def test_variants_with_no_draft_model_says_so(tiny_pair_dirs):
     assert any("No draft model is configured" in i.value for i in at.info)
     at.button(key="b_variants").click().run()  # still races n-gram lookup against the target alone
     assert_clean(at)
-    assert charts(at) == 2 and [t.label for t in at.tabs] == ["target only", "n-gram lookup"]
+    assert charts(at) == 3 and [t.label for t in at.tabs] == ["target only", "n-gram lookup"]
 
 
 @pytest.fixture

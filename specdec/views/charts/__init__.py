@@ -4,7 +4,7 @@ No Streamlit here. One module per page, in the order a class meets them, and the
     style.py          colours, the house layout, token labels made safe to show
     rounds.py         the round-by-round view: q's choices, p beside q, the accept test, the timeline
     speedup.py        the race, the speed-up so far, acceptance per round, theory against measurement
-    variants.py       drafters side by side
+    variants.py       drafters side by side; the early exit's branch off the target's layers
     code_vs_prose.py  one box per category of prompts
     idle_machine.py   what a target pass costs, where a round's time goes
     guarantee.py      the rule on toy distributions, sampled outcomes side by side
@@ -68,7 +68,7 @@ from specdec.views.charts.style import (
     THEORY_COLOR,
 )
 from specdec.views.charts.trees import mask_chart, step_chart, tree_acceptance_chart, tree_chart
-from specdec.views.charts.variants import drafter_chart
+from specdec.views.charts.variants import drafter_chart, early_exit_chart
 
 __all__ = [
     "P_COLOR",
@@ -103,6 +103,7 @@ __all__ = [
     "speedup_curve_chart",
     "gamma_sweep_chart",
     "drafter_chart",
+    "early_exit_chart",
     "category_chart",
     "forward_cost_chart",
     "round_breakdown_chart",

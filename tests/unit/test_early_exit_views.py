@@ -1,0 +1,67 @@
+"""What the pages show of the early exit: the picture of the target's layers, which engines run it, which
+links may ask for it, and the server's measured memory per load (no model loaded here)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from specdec.errors import SpecDecError
+from specdec.serving.allowed_models import PairShelf, allowed_models, check_allowed
+from specdec.views.charts import early_exit_chart
+
+
+@pytest.mark.parametrize(("depth", "layer", "adapter"), [(30, 4, True), (30, 8, False), (3, 2, True)])
+def test_the_picture_draws_every_layer_and_the_branch(depth, layer, adapter):
+    fig = early_exit_chart(depth, layer, adapter)
+    rectangles = [s for s in fig.layout.shapes if s.type == "rect"]
+    # every layer, the two norm-and-head boxes, and the adapter if there is one
+    assert len(rectangles) == depth + 2 + adapter
+    shared = {s.fillcolor for s in rectangles[:layer]}
+    deeper = {s.fillcolor for s in rectangles[layer:depth]}
+    assert len(shared) == len(deeper) == 1 and shared != deeper  # layers 1..L drawn as one kind
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert f"layers 1–{layer}" in texts and ("exit adapter" in texts) == adapter
+    assert "no adapter" in texts or adapter
+
+
+def test_early_exit_names_pass_a_links_allow_list_and_load_nothing_new():
+    allowed = allowed_models({})
+    check_allowed("bundled:SmolLM2-135M-Instruct", "early:4", allowed)
+    check_allowed("bundled:SmolLM2-135M-Instruct", "ngram+bundled:SmolLM2-135M-Instruct-exit", allowed)
+    with pytest.raises(SpecDecError, match="early exit takes"):
+        check_allowed("bundled:SmolLM2-135M-Instruct", "early:zero", allowed)
+    with pytest.raises(SpecDecError, match="does not load the drafter"):
+        check_allowed("bundled:SmolLM2-135M-Instruct", "someone/else", allowed)
+
+
+def test_the_shelf_keeps_what_each_load_added_to_resident_memory():
+    ballast = []
+
+    class Pair(SimpleNamespace):
+        def with_drafter(self, drafter):
+            first = drafter.endswith("big") and not ballast  # loaded once, behind lookup or alone
+            ballast.append(bytearray(40 * 2**20) if first else bytearray())  # a load of 40 MiB, or none
+            for page in range(0, len(ballast[-1]), 4096):  # touched, so it is resident
+                ballast[-1][page] = 1
+            return Pair(target=self.target, drafter=drafter)
+
+    shelf = PairShelf(lambda name: Pair(target=SimpleNamespace(name=name)))
+    shelf.get("t", "ngram+big")
+    shelf.get("t", "big")  # the same model behind lookup and alone: its first load counts
+    shelf.get("t", "ngram")
+    added = shelf.resident_added
+    assert list(added) == ["t", "big", "ngram"]
+    assert 35 * 2**20 < added["big"] < 60 * 2**20
+    assert abs(added["ngram"]) < 5 * 2**20
+    shelf.clear()
+    assert shelf.resident_added == {}
+
+
+def test_in_your_stack_says_which_engines_run_an_early_exit():
+    from specdec.measure import stack
+
+    assert "assistant_early_exit=L" in stack.EARLY_EXIT_ENGINES and "LayerSkip" in stack.EARLY_EXIT_ENGINES
+    assert "vLLM" in stack.EARLY_EXIT_ENGINES and "llama.cpp" in stack.EARLY_EXIT_ENGINES
+    exit_pair = SimpleNamespace(exit=object(), head=None, draft=None)
+    with pytest.raises(SpecDecError, match="assistant_early_exit"):
+        stack.assistant_for(exit_pair)
