@@ -27,6 +27,9 @@ def _drafted_under_confidence_rule(stepper: Stepper, trace) -> bool:
 
 def draft_strip(stepper: Stepper, trace, stage: int) -> str:
     """The drafted tokens; from stage 3 marked kept / rejected / discarded; from 4 the new token."""
+    if trace.tree is not None and stage < 3:  # its main line is the accepted path: the drawing shows all
+        return (f'<div class="sd-line"><i>a tree of {len(trace.tree.tokens) - 1} drafted tokens, drawn '
+                "below</i></div>")
     chips = []
     adaptive = _drafted_under_confidence_rule(stepper, trace)
     confidence = draft_length.running_confidence(trace) if adaptive else []

@@ -74,11 +74,12 @@ def _beat_words(step: tree_view.SiblingStep, labels, greedy: bool) -> str:
                 "(what p has left that no candidate covered), and the round ends.")  # fmt: skip
     p = dict(step.target_probs or []).get(step.token)
     q = dict(step.draft_probs or []).get(step.token)
-    shown = ", ".join(f"{k}={v:.3f}" for k, v in (("p", p), ("q", q)) if v is not None)
+    shown = ", ".join(f"{k}(x)={v:.3f}" for k, v in (("p", p), ("q", q)) if v is not None)
+    shown = f"{shown}; " if shown else "(outside the likeliest tokens the trace keeps); "
     if step.phase == tree_view.PQ:
         if greedy:
-            return f"Candidate {name}: kept if it is p's top token (temperature 0). {shown}"
-        return (f"Candidate {name}: {shown}; it is kept with probability min(1, p(x)/q(x)) = "
+            return f"Candidate {name}: {shown}kept if it is p's top token (temperature 0)."
+        return (f"Candidate {name}: {shown}it is kept with probability min(1, p(x)/q(x)) = "
                 f"**{step.keep_chance:.3f}**.")  # fmt: skip
     if step.phase == tree_view.COIN:
         verdict = "**kept**" if step.kept else "**rejected**"

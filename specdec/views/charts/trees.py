@@ -86,7 +86,7 @@ def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: boo
     depth = max(x for x, _ in places)
     rows = max(y for _, y in places)
     fig.update_xaxes(visible=False, range=[-0.3, depth + 0.9])
-    fig.update_yaxes(visible=False, autorange="reversed", range=[rows + 0.6, -0.6])
+    fig.update_yaxes(visible=False, autorange=False, range=[rows + 0.6, -0.6])  # the first child on top
     return styled(fig, title, height=max(220, 90 + 46 * (rows + 1)))
 
 
@@ -125,9 +125,10 @@ def step_chart(step: SiblingStep, labels: dict[int, str], title: str) -> go.Figu
         for token, _ in (probs or [])[:MAX_BARS]:
             if token not in ids:
                 ids.append(token)
-    if step.token is not None and step.token not in ids:
-        ids.append(step.token)
-    ids = ids[: MAX_BARS + 1]
+    known = {token for probs in (step.target_probs, step.draft_probs) for token, _ in probs or []}
+    ids = ids[:MAX_BARS]
+    if step.token in known and step.token not in ids:  # the candidate's bars always shown, where known
+        ids[-1:] = [step.token]
     names = token_names(ids, labels)
     fig = go.Figure()
     after = step.phase == AFTER
