@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages import ui
+from app_pages import tree_race, ui
 from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import Settings
@@ -201,3 +201,4 @@ texts_slot = st.empty()  # under the texts: why they differ, above temperature 0
 chart_slot = st.empty()
 race(pair, prompt_ids, settings, race_clicked, lanes, texts_slot, chart_slot)
 gamma_sweep(pair, prompt_ids, settings, sweep_clicked)
+tree_race.tree_section(pair, prompt_ids, settings)

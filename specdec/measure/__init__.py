@@ -10,6 +10,7 @@ No Streamlit here; the pages and `python -m specdec` call these and show the res
     exact.py            each rule's exact answer at one position beside the sampled one
     tree_trial.py       the multi-candidate rules (a tree's siblings) at one position: exact laws by
                         enumeration, beside samples and their acceptance
+    tree_race.py        tree against chain on one prompt: the lanes raced, and each lane's figures
     guarantee.py        the rule on toy distributions, sampled outcomes, greedy equality
     batching.py         a class as a batch: target-only and speculative decoding of B rows, timed
     stack.py            the current pair in plain transformers, and the engines' configuration for it

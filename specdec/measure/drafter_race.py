@@ -1,16 +1,17 @@
 """Which drafters the Variants page races on one prompt: the target alone, n-gram lookup, the draft
-model with a fixed and an adaptive length, lookup first and then the model, the same two for the
-feature head, and the target's own first layers (early exit: untrained, and with the trained adapter). No
-Streamlit here."""
+model with a fixed and an adaptive length and as a tree, lookup first and then the model, the same two
+for the feature head, and the target's own first layers (early exit: untrained, and with the trained
+adapter). No Streamlit here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 
-from specdec.config import Settings
+from specdec.config import TREE_OFF, Settings
 from specdec.errors import SpecDecError
 from specdec.measure.timing import TARGET
+from specdec.measure.tree_race import tree_settings
 from specdec.model_names import EARLY_EXIT
 from specdec.models.exit_files import shipped_exit_exists
 from specdec.models.feature_head_files import shipped_head_exists
@@ -31,8 +32,10 @@ def lanes_to_race(
     """label -> lane, and a note for the page (None when all is well). The draft model and the head
     are the sidebar's, or the bundled target's trained ones. `pair_with(drafter)` gives the loaded
     target with another drafter (the server's one set of models: no second target is loaded)."""
-    fixed, adaptive = replace(settings, adaptive=False), replace(settings, adaptive=True)
-    lanes: dict[str, Lane] = {TARGET: (pair, settings, False)}
+    # Every lane drafts chains but one: the draft model's tree (the sidebar's, or the shape measured best).
+    fixed, adaptive = replace(settings, adaptive=False, tree=TREE_OFF), replace(settings, adaptive=True,
+                                                                               tree=TREE_OFF)
+    lanes: dict[str, Lane] = {TARGET: (pair, replace(settings, tree=TREE_OFF), False)}
     lanes["n-gram lookup"] = (pair_with(NGRAM), fixed, True)
     bundled = pair.target.name == BUNDLED_TARGET
     model, head = pair.draft and pair.draft.name, pair.head and pair.head.name
@@ -48,6 +51,8 @@ def lanes_to_race(
             lanes["draft model, γ fixed"] = (with_model, fixed, True)
             lanes["draft model, adaptive"] = (with_model, adaptive, True)
             lanes["n-gram, then model, adaptive"] = (pair_with(LOOKUP_FIRST + model), adaptive, True)
+            tree = tree_settings(settings)
+            lanes[f"draft model, tree ({tree.tree})"] = (with_model, tree, True)
         if head is not None:
             with_head = pair_with(head)
             lanes["feature head, adaptive"] = (with_head, adaptive, True)

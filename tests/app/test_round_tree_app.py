@@ -63,3 +63,15 @@ def test_student_mode_asks_which_branch_survives(tiny_pair_dirs):
     assert len(boxes) == 1 and "candidate 1" in boxes[0]
     right = bool(trace.tree.path) and trace.tree.path[0] == first
     assert (boxes[0] in [box.value for box in at.success]) == right
+
+
+@pytest.mark.slow  # three lanes of the tiny pair: seconds on a 2-core machine
+def test_live_speed_up_races_tree_against_chain(tiny_pair_dirs):
+    at = make_app(tiny_pair_dirs, "app_pages/speedup.py", temperature=1.0, max_new_tokens=12, tree="8")
+    assert_clean(at)
+    at.button(key="b_tree_race").click().run()
+    assert_clean(at)
+    assert not errors(at)
+    rows = at.table[-1].value.to_dict("records")
+    assert [row["lane"] for row in rows] == ["tree (8)", "chain", "target only"]
+    assert any("tokens per target pass against the chain's" in m.value for m in at.markdown)
