@@ -36,7 +36,8 @@ def intro() -> None:
 def toy_playground() -> None:
     st.header("1 · Toy playground")
     st.caption("Shape p and q over five tokens (weights; each column is normalised to sum to 1).")
-    left, right = st.columns([2, 3])
+    # On a projector the grid's text is scaled up: it needs the full width to show its every column.
+    left, right = (st.container(), st.container()) if ui.presenter() else st.columns([2, 3])
     with left:
         table = st.data_editor(
             TOY_DEFAULT,
