@@ -115,7 +115,8 @@ def draft_prices(pair: ModelPair, settings, prices: list[dict]) -> None:
                 "tokens count as free, so each draft after the first must beat the threshold alone.")
     elif not settings.price_drafts:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
-    st.table(prices)  # its pass costs are the chart's "timed at load" points
+    st.table([{column: f"{value:.2f}" if isinstance(value, float) else value for column, value in row.items()}
+              for row in prices])  # its pass costs are the chart's "timed at load" points  # fmt: skip
     st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of several sweeps: the "
                "diamonds on the chart above, once the pass is timed there. Larger passes are priced as the "
                "largest timed. The first draft's drafting step is already paid: its q comes from the pass "
