@@ -245,14 +245,13 @@ def run_train_head(args: argparse.Namespace) -> None:
 
 
 def run_train_exit(args: argparse.Namespace) -> None:
-    from specdec.models.exit_files import DRAFT_HEAD_TOKENS
     from specdec.models.loading import load_model
     from specdec.training.train_exit import train_exit
 
     config = config_from_args(ExitTrainingConfig, args)
+    draft_layers, head_token_ids, depth = shipped_draft_parts()  # the adapter starts as the draft
     target = load_model(BUNDLED_TARGET)
-    head_token_ids = json.loads(DRAFT_HEAD_TOKENS.read_text())  # the draft's frequent tokens (FR-Spec)
-    card = train_exit(target, head_token_ids, args.work_dir, args.output, config,
+    card = train_exit(target, head_token_ids, draft_layers, depth, args.work_dir, args.output, config,
                       log=lambda line: tqdm.write(line, file=sys.stderr))
     print(json.dumps({k: card[k] for k in ("steps", "training_minutes", "answers")}))
 

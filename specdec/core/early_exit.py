@@ -8,9 +8,12 @@ output head turn that shallow hidden state into q. No second model to host.
                     \\-> layers L+1..N (the target's, at verification only) -> norm -> head -> p
 
 The shallow layers were never taught to be read by the output head, so the untrained exit (`early:L`)
-guesses badly. Kangaroo (Liu et al. 2024) puts a small trained adapter after layer L, one decoder layer
-here, which learns to turn layer L's state into something the final norm and head read well. It attends
-over earlier positions, so it keeps a cache of its own: one layer's, a small part of the target's.
+guesses badly. Kangaroo (Liu et al. 2024) puts a small trained adapter after layer L, which learns to
+turn layer L's state into something the head reads well. The adapter here reads the token's embedding
+plus a projection of its layer-L state (as the feature head reads the target's last state), through two
+decoder layers and a norm that start as the trained draft's, with the projection at zero: it begins as
+that draft and learns to use the target's shallow layers too. It attends over earlier positions, so it
+keeps a cache of its own: its two layers', a small part of the target's.
 
 The teaching point is the cache. The drafter's layers 1..L *are* the target's, so their keys and values
 for every verified token are already in the target's cache: the drafter reads that cache and appends
@@ -27,16 +30,17 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from transformers import DynamicCache, LlamaConfig, LlamaModel
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from specdec.core.cached_model import CachedModel, ReducedHead, linear_kind
 from specdec.core.drafters import Draft, draft_one_by_one, empty_draft
 
 
-def adapter_config(target_config: LlamaConfig, exit_layer: int) -> LlamaConfig:
-    """One decoder layer of the target's shape, reading the hidden state after `exit_layer`; no
-    vocabulary of its own (it reads hidden states, and the target's head scores its output)."""
+def adapter_config(target_config: LlamaConfig, exit_layer: int, layers: int = 2) -> LlamaConfig:
+    """`layers` decoder layers of the target's shape, reading the hidden state after `exit_layer`; no
+    vocabulary of its own (it reads embeddings and states, and the target's head scores its output)."""
     config = copy.deepcopy(target_config)
-    config.num_hidden_layers = 1
+    config.num_hidden_layers = layers
     config.vocab_size = 1  # the decoder's token table is never used: the adapter feeds inputs_embeds
     config.pad_token_id = config.bos_token_id = config.eos_token_id = None
     config.tie_word_embeddings = False
@@ -46,26 +50,33 @@ def adapter_config(target_config: LlamaConfig, exit_layer: int) -> LlamaConfig:
 
 
 class ExitAdapter(nn.Module):
-    """Hidden states after layer L -> one decoder layer -> the target's final norm.
+    """embedding + fc(norm(state after layer L)) -> decoder layers and final norm -> what the head reads.
 
-    `decoder.norm` is the target's own norm module, handed in at load (models.exit_files): the adapter
-    learns to feed it, it does not replace it.
+    The state is normalised to the embeddings' scale (a fixed one) before the projection: the target's
+    shallow states are far larger than its embeddings.
     """
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.config = config
+        hidden = config.hidden_size
+        self.feature_norm = LlamaRMSNorm(hidden, config.rms_norm_eps)
+        self.fc = nn.Linear(hidden, hidden)
         self.decoder = LlamaModel(config)
 
     @property
     def exit_layer(self) -> int:
         return self.config.exit_layer
 
-    def forward(self, shallow: torch.Tensor, cache=None, attention_mask: torch.Tensor | None = None
-                ) -> torch.Tensor:
-        """(batch, positions, hidden) after layer L -> (batch, positions, hidden), what the head reads."""
-        return self.decoder(inputs_embeds=shallow, attention_mask=attention_mask, cache=cache,
-                            use_cache=cache is not None).last_hidden_state
+    def fuse(self, embeddings: torch.Tensor, shallow: torch.Tensor) -> torch.Tensor:
+        """The decoder's input from the tokens' embeddings and their states after layer L (..., hidden)."""
+        return embeddings + self.fc(self.feature_norm(shallow))
+
+    def forward(self, embeddings: torch.Tensor, shallow: torch.Tensor, cache=None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, positions, hidden) each -> (batch, positions, hidden), what the head reads."""
+        return self.decoder(inputs_embeds=self.fuse(embeddings, shallow), attention_mask=attention_mask,
+                            cache=cache, use_cache=cache is not None).last_hidden_state
 
 
 @torch.inference_mode()
@@ -96,8 +107,8 @@ class EarlyExitDrafter:
     def __init__(self, target: CachedModel, layers: int, reduced: ReducedHead | None = None,
                  adapter: nn.Module | None = None, name: str | None = None,
                  step: Callable[[DynamicCache, torch.Tensor], torch.Tensor] | None = None):
-        """`step(cache, hidden (1, 1, hidden))` -> (1, hidden): one position through the adapter, where
-        the loader has a faster way than its forward (kernels.decoder_step.embedded_step)."""
+        """`step(cache, fused input (1, 1, hidden))` -> (1, hidden): one position through the adapter's
+        decoder, where the loader has a faster way than its forward (kernels.decoder_step.embedded_step)."""
         if adapter is not None and target.keep_layer != layers:
             raise ValueError("an exit adapter reads the target's layer L: make the target with keep_layer=L")
         self.name = name or f"early exit after layer {layers}"
@@ -108,6 +119,11 @@ class EarlyExitDrafter:
         self.linear = linear_kind(adapter if adapter is not None else target.model)
         self.step = step
 
+    def _embeddings(self, token_ids: list[int]) -> torch.Tensor:
+        """(1, tokens, hidden): the target's own embeddings of the tokens."""
+        table = self.decoder.embed_tokens
+        return table(torch.tensor([token_ids], device=table.weight.device))
+
     @torch.inference_mode()
     def _logits(self, token_id: int) -> torch.Tensor:
         """q's logits (1, vocab) for the token after `token_id`, fed after everything cached."""
@@ -115,19 +131,20 @@ class EarlyExitDrafter:
         if self.adapter is None:
             hidden = self.decoder.norm(shallow)[0]
         elif self.step is not None:
-            hidden = self.step(self.cache, shallow)
+            hidden = self.step(self.cache, self.adapter.fuse(self._embeddings([token_id]), shallow))
         else:
-            hidden = self.adapter(shallow, self.cache)[0]
+            hidden = self.adapter(self._embeddings([token_id]), shallow, self.cache)[0]
         if self.reduced is not None:
             return self.reduced.logits(hidden, self.target.vocab_size, self.linear)
         return self.target.model.get_output_embeddings()(hidden)[:, : self.target.vocab_size].float()
 
     @torch.inference_mode()
-    def _catch_up(self, verified: int) -> None:
+    def _catch_up(self, token_ids: list[int], verified: int) -> None:
         """The adapter reads the target's layer-L states for the positions verified since last round."""
         self.rollback(min(self.true_length, verified))
         if verified > self.true_length:
-            self.adapter(self.target.layer_states[None, self.true_length : verified], self.cache)
+            seen = slice(self.true_length, verified)
+            self.adapter(self._embeddings(token_ids[seen]), self.target.layer_states[None, seen], self.cache)
         self.true_length = verified
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
@@ -135,7 +152,7 @@ class EarlyExitDrafter:
         if num_tokens == 0:
             return empty_draft(self.target.vocab_size)
         if self.adapter is not None:
-            self._catch_up(verified)
+            self._catch_up(token_ids, verified)
         try:
             return draft_one_by_one(self._logits(token_ids[verified]), self._logits, num_tokens, sampling,
                                     generator, thresholds)

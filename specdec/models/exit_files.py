@@ -2,8 +2,9 @@
 
 `early:L` loads nothing: it is the target's first L layers and its own norm and head. A trained exit's
 folder holds `config.json` (the adapter's Llama layer shape and `exit_layer`), `exit-adapter.safetensors`
-(its one decoder layer, bf16), `head_tokens.json` (the tokens the reduced head scores) and a model card.
-Everything else is the target's, so an exit only loads next to its target.
+(its projection, decoder layers and norm, bf16), `head_tokens.json` (the tokens the reduced head scores)
+and a model card. The layers it exits from, the embeddings and the output head are the target's, so an
+exit only loads next to its target.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from torch import nn
 from transformers import LlamaConfig
 
 from specdec.core.cached_model import ReducedHead
@@ -43,7 +43,7 @@ class LoadedExit:
 
     @property
     def num_parameters(self) -> int:
-        """What it adds to the target: the adapter's weights (not the shared norm, nor the token table)."""
+        """What it adds to the target: the adapter's weights (not its unused token table)."""
         if self.adapter is None:
             return 0
         return sum(p.numel() for key, p in self.adapter.named_parameters() if not _not_its_own(key))
@@ -59,8 +59,8 @@ class LoadedExit:
 
 
 def _not_its_own(key: str) -> bool:
-    """The decoder's token table (unused: it reads hidden states) and norm (the target's own)."""
-    return key.startswith(("decoder.embed_tokens", "decoder.norm"))
+    """The decoder's token table: unused, it reads the target's embeddings and states."""
+    return key.startswith("decoder.embed_tokens")
 
 
 def is_exit(name: str) -> bool:
@@ -128,7 +128,7 @@ def _read_exit(name: str, folder: Path, target: LoadedModel) -> LoadedExit:
                                      strict=False)
     if missing := [k for k in result.missing_keys if not _not_its_own(k)]:
         raise SpecDecError(f"exit adapter '{name}' lacks weights: {', '.join(missing[:3])}")
-    adapter = share_target_norm(adapter.to(target.device, target.model.dtype).eval(), target.model)
+    adapter = adapter.to(target.device, target.model.dtype).eval()
     set_layout(adapter, layout_of(target.model))
     if (target.device.type == "cpu" and target.model.dtype == torch.float32 and int8_available()
             and "SPECDEC_DTYPE" not in os.environ):
@@ -137,8 +137,3 @@ def _read_exit(name: str, folder: Path, target: LoadedModel) -> LoadedExit:
     token_ids = json.loads((folder / EXIT_TOKENS).read_text())
     return LoadedExit(name, config.exit_layer, adapter, reduced_for(target, token_ids))
 
-
-def share_target_norm(adapter: ExitAdapter, target: nn.Module) -> ExitAdapter:
-    """The adapter's final norm becomes the target's own module (not a copy)."""
-    adapter.decoder.norm = target.get_decoder().norm
-    return adapter

@@ -5,17 +5,18 @@ every answer token is the fp32 target's argmax after the text before it: the tok
 guess. The target's first L layers read each batch whole (teacher forcing, as the feature head's
 features are made; no gradient), and the adapter learns from their output at layer L.
 
-Loss at every answer position: cross-entropy between the adapter's q, through the target's own final
-norm and the reduced output head (the draft's frequent tokens), and the target's next token. A target
-token the reduced head cannot score is left out of the loss (q is 0 there, whatever is learned).
+Loss at every answer position: cross-entropy between the adapter's q, through the reduced output head
+(the target's rows for the draft's frequent tokens), and the target's next token. A target token the
+reduced head cannot score is left out of the loss (q is 0 there, whatever is learned).
 
 The drafts' own positions need no unrolled training (as a feature head's do): layers 1..L over a
 drafted token are the target's own layers over the same text, so what the adapter reads while drafting
 is exactly what it read in training.
 
-The adapter starts as a copy of the target's layer L + 1, the layer that reads layer L's output in the
-target. Evaluation: the share of answer positions where the adapter's argmax is the target's token, on
-answers no step trains on, beside the untrained exit's (`early:L`) on the same positions.
+The adapter starts as the trained draft (its layers and norm; the projection of layer L's state at
+zero), so it drafts as the draft does until training teaches it to read the target's shallow layers.
+Evaluation: the share of answer positions where the adapter's argmax is the target's token, on answers
+no step trains on, beside the untrained exit's (`early:L`) and the starting point's on the same positions.
 """
 
 from __future__ import annotations
@@ -73,19 +74,30 @@ def shallow_decoder(target: LoadedModel, layers: int) -> LlamaModel:
     return decoder.to(target.device, torch.float32).eval().requires_grad_(False)
 
 
-def build_adapter(target: LoadedModel, layers: int) -> ExitAdapter:
-    """One decoder layer starting as the target's layer `layers` + 1; the target's final norm, frozen."""
-    adapter = ExitAdapter(adapter_config(target.model.config, layers)).float()
-    source = target.model.get_decoder()
-    adapter.decoder.layers[0].load_state_dict(source.layers[layers].state_dict())
-    adapter.decoder.norm.load_state_dict(source.norm.state_dict())
-    adapter.decoder.norm.requires_grad_(False)
-    adapter.decoder.embed_tokens.requires_grad_(False)  # unused: it reads hidden states
+def build_adapter(target: LoadedModel, layers: int, draft_layers: dict[str, torch.Tensor], depth: int
+                  ) -> ExitAdapter:
+    """The draft's `depth` layers and norm, reading embedding + fc(norm(state after layer `layers`)), with
+    fc at zero and the norm at the embeddings' scale (fixed): it starts as the draft."""
+    adapter = ExitAdapter(adapter_config(target.model.config, layers, depth)).float()
+    state = {k.removeprefix("model."): v.float() for k, v in draft_layers.items()
+             if k.startswith(("model.layers.", "model.norm."))}  # not its token table or output head
+    loaded = adapter.decoder.load_state_dict(state, strict=False)
+    if loaded.unexpected_keys or set(loaded.missing_keys) != {"embed_tokens.weight"}:
+        raise SpecDecError(f"the draft's layers do not fit a {depth}-layer adapter: "
+                           f"{(loaded.unexpected_keys or loaded.missing_keys)[:3]}")
+    with torch.no_grad():
+        embeddings = target.model.get_input_embeddings().weight
+        adapter.feature_norm.weight.fill_(embeddings.float().pow(2).mean(-1).sqrt().mean().item())
+        adapter.fc.weight.zero_()
+        adapter.fc.bias.zero_()
+    adapter.feature_norm.requires_grad_(False)
+    adapter.decoder.embed_tokens.requires_grad_(False)  # unused: it reads the target's embeddings
     return adapter.to(target.device)
 
 
 @dataclass
 class Batch:
+    embeddings: torch.Tensor  # (B, W, hidden): the target's embeddings of the tokens
     shallow: torch.Tensor  # (B, W, hidden): the target's state after layer L
     attention_mask: torch.Tensor  # (B, W)
     labels: torch.Tensor  # (B, W): the reduced head's column of the next token, or -100 (not counted)
@@ -100,9 +112,9 @@ def make_batch(examples: list[ExitExample], shallow: LlamaModel, columns: torch.
         span = slice(max(e.answer_start - 1, 0), len(e.token_ids) - 1)
         labels[row, span] = columns[e.token_ids[span.start + 1 : span.stop + 1]]
     with torch.no_grad():
-        states = shallow(input_ids=ids.to(device), attention_mask=mask.to(device),
-                         output_hidden_states=True).hidden_states[-1]  # layer L's output, before any norm
-    return Batch(states, mask.to(device), labels.to(device))
+        output = shallow(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True)
+    # hidden_states[0]: the embeddings; [-1]: layer L's output, before any norm
+    return Batch(output.hidden_states[0], output.hidden_states[-1], mask.to(device), labels.to(device))
 
 
 def adapter_logits(adapter: ExitAdapter | None, batch: Batch, rows: torch.Tensor,
@@ -110,7 +122,7 @@ def adapter_logits(adapter: ExitAdapter | None, batch: Batch, rows: torch.Tensor
     """(B, W, head tokens): the adapter's scores (None: the untrained exit's, norm then head)."""
     if adapter is None:
         return norm(batch.shallow) @ rows.T
-    return adapter(batch.shallow, attention_mask=batch.attention_mask) @ rows.T
+    return adapter(batch.embeddings, batch.shallow, attention_mask=batch.attention_mask) @ rows.T
 
 
 @torch.no_grad()
@@ -135,8 +147,8 @@ def eval_batches(examples: list[ExitExample], shallow: LlamaModel, columns: torc
     return [(e.kind, make_batch([e], shallow, columns.clamp(min=-1))) for e in examples]
 
 
-def train_exit(target: LoadedModel, head_token_ids: list[int], work_folder, output_folder,
-               config: ExitTrainingConfig, log=print) -> dict:
+def train_exit(target: LoadedModel, head_token_ids: list[int], draft_layers: dict[str, torch.Tensor],
+               draft_depth: int, work_folder, output_folder, config: ExitTrainingConfig, log=print) -> dict:
     """Train for the time budget (resumable from work_folder/checkpoint.pt), write the adapter."""
     layers, depth = config.exit_layer, target.model.config.num_hidden_layers
     if not 1 <= layers < depth:
@@ -156,12 +168,14 @@ def train_exit(target: LoadedModel, head_token_ids: list[int], work_folder, outp
     log(f"data: {len(examples)} answers, {positions} answer positions; evaluation: {len(held)} answers")
 
     shallow = shallow_decoder(target, layers)
-    adapter = build_adapter(target, layers)
-    norm = adapter.decoder.norm
+    adapter = build_adapter(target, layers, draft_layers, draft_depth)
+    norm = target.model.get_decoder().norm  # the untrained exit's: the target's own final norm
     held_batches = eval_batches(held, shallow, columns)
     untrained = evaluate(None, held_batches, rows, norm)
-    log(f"untrained exit after layer {layers}: argmax agrees " +
-        " ".join(f"{k} {v:.3f}" for k, v in untrained.items()))
+    start = evaluate(adapter.eval(), held_batches, rows, norm)
+    for what, scores in ((f"untrained exit after layer {layers}", untrained), ("the adapter at its start "
+                                                                              "(the draft)", start)):
+        log(f"{what}: argmax agrees " + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
 
     adapter.train()
     trained = [p for p in adapter.parameters() if p.requires_grad]
@@ -212,6 +226,7 @@ def train_exit(target: LoadedModel, head_token_ids: list[int], work_folder, outp
 
     card = {"config": asdict(config), "steps": state["step"], "training_minutes": state["seconds"] / 60,
             "answers": len(examples), "answer_positions": positions, "untrained_agree": untrained,
+            "start_agree": start,
             "history": state["history"]}
     save_exit(adapter.eval(), output_folder, head_token_ids, card)
     return card
