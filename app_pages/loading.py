@@ -201,6 +201,9 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
     lookup = "n-gram prompt lookup first, then " if pair.lookup_first else ""
     if pair.head is not None:
         sb.caption(f"**Drafter:** {lookup}feature head {html.escape(_short(pair.head))}")
+    elif pair.exit is not None:
+        sb.caption(f"**Drafter:** {lookup}the target's own first {pair.exit.layers} layers "
+                   f"({html.escape(pair.exit.name)})")
     elif pair.draft is not None:
         sb.caption(f"**Draft:** {lookup}{html.escape(_short(pair.draft))}")
     else:

@@ -7,6 +7,8 @@ Chromium with the bundled default drafter, then in new sessions with the feature
 lookup and with the default again, and prints the server's resident memory (RSS, its whole process
 tree) once each page has loaded its models. docs/howto/own-pair-and-gpu.md quotes its figures.
 --drafters switches through those instead, in that order (start with ngram: the target alone).
+--in-process loads them in this process through the server's own PairShelf, without the app or a
+browser, and prints what each load added to the resident size (PairShelf.resident_added).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from browser_driver import browser_page, free_port, open_rounds  # noqa: E402
 
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD  # noqa: E402
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET  # noqa: E402
 
 SWITCHES = ("ngram+" + BUNDLED_DRAFT, BUNDLED_HEAD, "ngram", "ngram+" + BUNDLED_DRAFT)
 
@@ -63,12 +65,28 @@ def resident_mib(process: psutil.Process) -> float:
     return sum(p.memory_info().rss for p in tree) / 2**20
 
 
+def in_process(switches: list[str]) -> int:
+    from specdec.models.pair import NGRAM, ModelPair
+    from specdec.serving.allowed_models import PairShelf
+
+    shelf = PairShelf(lambda target: ModelPair.load(target, NGRAM))
+    for drafter in switches:
+        shelf.get(BUNDLED_TARGET, drafter)
+        print(f"after {drafter}: {resident_mib(psutil.Process()):,.0f} MiB", flush=True)
+    for name, size in shelf.resident_added.items():
+        print(f"{name}: +{size / 2**20:,.1f} MiB")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app is served")
     parser.add_argument("--drafters", help="the drafters to switch through, comma-separated")
+    parser.add_argument("--in-process", action="store_true", help="load through PairShelf here, no app")
     args = parser.parse_args()
     switches = [d for d in args.drafters.split(",") if d] if args.drafters else SWITCHES
+    if args.in_process:
+        return in_process(switches)
     with app_server(args.root.resolve()) as (base, process), browser_page() as page:
         page.set_default_timeout(600_000)  # a cold load on a busy 2-core machine takes minutes
         print(f"started: {resident_mib(process):,.0f} MiB")

@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "bundled target's first layers; resumable")
     exit_adapter.add_argument("--work-dir", type=Path, default=Path(".cache/exit-training"),
                               help="checkpoints, one per exit layer (resumable)")
-    exit_adapter.add_argument("--output", type=Path, default=Path("assets/exit_adapter"))
+    exit_adapter.add_argument("--output", type=Path, default=Path(".cache/exit-training/exit"),
+                              help="where the adapter goes (assets/exit_adapter is the shipped one)")
     add_config_arguments(exit_adapter, ExitTrainingConfig)
 
     campaign = commands.add_parser("campaign", help="the target answers many prompts of many kinds (training "

@@ -20,7 +20,11 @@ from specdec.models.pair import ModelPair
 
 
 def check_batchable(pair: ModelPair) -> None:
-    """SpecDecError unless the pair's drafter has a batched form (all but a feature head)."""
+    """SpecDecError unless the pair's drafter has a batched form (all but a feature head and an early
+    exit)."""
+    if pair.exit is not None:
+        raise SpecDecError("batched decoding drafts with n-gram lookup or a draft model; an early exit "
+                           "has no batched form here: pick another drafter")
     if pair.head is not None:
         raise SpecDecError("batched decoding drafts with n-gram lookup or a draft model; a feature head "
                            "has no batched form here: pick another drafter")
