@@ -15,8 +15,11 @@ for arg in "$@"; do
   if [[ $arg == tests* && -e ${arg%%::*} ]]; then exec "${pytest[@]}" "$@"; fi
 done
 
-# pytest's exit status 5 is "no test selected": fine for one run if the other ran tests.
-"${pytest[@]}" -n 2 --dist loadfile --ignore=tests/browser "$@" && parallel=0 || parallel=$?
+# Files are handed out in collection order (app, models, unit), not by xdist's default of most tests
+# first: the few-test files that load the bundled models would come last and leave one core idle,
+# where unit's many short files fill the end. pytest's exit status 5 is "no test selected": fine for
+# one run if the other ran tests.
+"${pytest[@]}" -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/browser "$@" && parallel=0 || parallel=$?
 case " $* " in
   *"not slow"*) serial=5 ;;
   *) "${pytest[@]}" tests/browser "$@" && serial=0 || serial=$? ;;
