@@ -14,7 +14,8 @@ from specdec.config import CAMPAIGN_GOAL, DraftTrainingConfig, HeadTrainingConfi
 from specdec.errors import SpecDecError
 from specdec.models.loading import HEAD_TOKENS_FILE, SHIPPED_DRAFT, LoadedModel
 from specdec.paths import CAMPAIGN_ANSWERS, GREEDY_CAMPAIGN_ANSWERS, HELD_OUT_PROMPT_SETS, LATER_PROMPT_SETS
-from specdec.training import campaign, train_draft
+from specdec.training import campaign
+from specdec.training import train_draft as draft_training
 from specdec.training.campaign import (
     Answer,
     existing_shards,
@@ -210,9 +211,9 @@ def test_a_draft_trains_on_the_greedy_campaign_from_given_layers_and_token_list(
     answers_dir, features_dir = tmp_path / "greedy-answers", tmp_path / "greedy-features"
     run_campaign(chat_target, answers_dir, features_dir, total_answers=6, batch=3, max_new_tokens=8,
                  greedy=True)
-    monkeypatch.setattr(train_draft, "campaign_answers_folder",
+    monkeypatch.setattr(draft_training, "campaign_answers_folder",
                         lambda greedy=False: answers_dir if greedy else tmp_path / "answers")
-    monkeypatch.setattr(train_draft, "campaign_features_folder",
+    monkeypatch.setattr(draft_training, "campaign_features_folder",
                         lambda greedy=False: features_dir if greedy else tmp_path / "features")
     start = build_draft(chat_target.model, layers=1)
     with torch.no_grad():
@@ -253,8 +254,8 @@ def test_a_draft_trains_on_sampled_answers_with_greedy_ones_beside_them(chat_tar
     for greedy, (answers_dir, features_dir) in folders.items():
         run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8,
                      greedy=bool(greedy))
-    monkeypatch.setattr(train_draft, "campaign_answers_folder", lambda greedy=False: folders[int(greedy)][0])
-    monkeypatch.setattr(train_draft, "campaign_features_folder", lambda greedy=False: folders[int(greedy)][1])
+    monkeypatch.setattr(draft_training, "campaign_answers_folder", lambda greedy=False: folders[int(greedy)][0])
+    monkeypatch.setattr(draft_training, "campaign_features_folder", lambda greedy=False: folders[int(greedy)][1])
     config = DraftTrainingConfig(layers=1, campaign=True, answers=3, greedy_answers=2, loss="tvd",
                                  stdlib_blocks=0, batch_size=2, max_steps=2, eval_every=2, eval_tokens=3)
     card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,
