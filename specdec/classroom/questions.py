@@ -152,8 +152,8 @@ def verdict(result: Tally, truth: tuple[float, ...]) -> list[str]:
             lines.append(f"{label}measured {true:g}{question.unit}; nobody answered")
         else:
             gap = median - true
-            off = (f"{abs(gap):.3g}{question.unit} too {'high' if gap > 0 else 'low'}" if gap
-                   else "exactly right")
+            gap_unit = " points" if question.unit == "%" else question.unit  # a gap in % is in points
+            off = f"{abs(gap):.2g}{gap_unit} too {'high' if gap > 0 else 'low'}" if gap else "exactly right"
             lines.append(f"{label}measured {true:.3g}{question.unit}, the room's median guess "
                          f"{median:.3g}{question.unit}: {off}")
     return lines

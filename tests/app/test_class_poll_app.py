@@ -136,4 +136,4 @@ def test_code_vs_prose_reveals_only_what_was_measured(tiny_pair_dirs, room):
                                                 {"category": "prose", "acceptance_rate": 0.35}], True)}
     buttons(at)["b_class_code-vs-prose_reveal"].click().run()
     assert store.asked(invite.code, "code-vs-prose").truth == (75.0, 35.0)
-    assert any("median guess 80%: 5% too high" in m.value for m in at.markdown)
+    assert any("median guess 80%: 5 points too high" in m.value for m in at.markdown)

@@ -38,8 +38,9 @@ def test_sliders_are_histograms_with_the_median_and_the_measured_value():
     fig = class_answers_chart(tally(CODE_VS_PROSE, answers), (75.0, 38.0))
     assert len(fig.data) == 2 and [sum(bar.y) for bar in fig.data] == [4, 4]
     assert fig.data[0].y[-1] == 1 and fig.data[1].y[0] == 1  # 100 in the last bin, 0 in the first
-    notes = [a.text for a in fig.layout.annotations]
-    assert "median 75%" in notes and "measured 75%" in notes and "measured 38%" in notes
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["code: median 75%, measured 75%", "prose: median 35%, measured 38%"]
+    assert len(fig.layout.shapes) == 4  # a median and a measured line on each
 
 
 def test_each_round_is_its_own_question_with_one_option_per_count():

@@ -71,7 +71,7 @@ def test_sliders_take_one_value_each_in_range(room):
     result = store.tally(invite.code, "code-vs-prose")
     assert result.count == 3 and result.medians() == (70.0, 40.0)
     lines = verdict(result, (75.0, 40.0))
-    assert "median guess 70%: 5% too low" in lines[0] and "exactly right" in lines[1]
+    assert "median guess 70%: 5 points too low" in lines[0] and "exactly right" in lines[1]
 
 
 @pytest.mark.parametrize("question, values", [

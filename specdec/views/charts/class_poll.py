@@ -40,31 +40,30 @@ def _options_figure(result: Tally, truth: tuple[float, ...] | None) -> go.Figure
 
 
 def _sliders_figure(result: Tally, truth: tuple[float, ...] | None) -> go.Figure:
-    question = result.question
-    parts = question.parts
-    fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[html.escape(p) for p in parts]
-                        if len(parts) > 1 else None, shared_yaxes=True)
+    """One histogram per slider; its title names the room's median (dotted line) and, once revealed,
+    the measured value (green line): in the title, since the two lines are often close."""
+    question, unit = result.question, result.question.unit
+    titles = []
+    for i, (name, values) in enumerate(zip(question.parts, result.values, strict=True)):
+        words = [f"median {statistics.median(values):.3g}{unit}"] if values else ["no answers"]
+        words += [f"measured {truth[i]:.3g}{unit}"] if truth is not None else []
+        titles.append(f"{html.escape(name) + ': ' if name else ''}{', '.join(words)}")
+    fig = make_subplots(rows=1, cols=len(question.parts), subplot_titles=titles, shared_yaxes=True)
     width = (question.high - question.low) / BINS
-    for col, (name, values) in enumerate(zip(parts, result.values, strict=True), start=1):
+    for col, values in enumerate(result.values, start=1):
         counts = [0] * BINS
         for value in values:
             counts[min(BINS - 1, int((value - question.low) / width))] += 1
         centers = [question.low + (i + 0.5) * width for i in range(BINS)]
-        fig.add_bar(x=centers, y=counts, width=width * 0.9, marker_color=P_COLOR, name=name or "answers",
-                    showlegend=False, row=1, col=col,
-                    hovertemplate=f"%{{x:.3g}}{question.unit} ± {width / 2:.3g}: %{{y}} answer(s)"
-                                  "<extra></extra>")
+        fig.add_bar(x=centers, y=counts, width=width * 0.9, marker_color=P_COLOR, showlegend=False,
+                    row=1, col=col,
+                    hovertemplate=f"%{{x:.3g}}{unit} ± {width / 2:.3g}: %{{y}} answer(s)<extra></extra>")
         if values:
-            median = statistics.median(values)
-            fig.add_vline(x=median, line_dash="dot", line_color=RESIDUAL_COLOR, row=1, col=col,
-                          annotation_text=f"median {median:.3g}{question.unit}",
-                          annotation_position="top left")
+            fig.add_vline(x=statistics.median(values), line_dash="dot", line_width=3,
+                          line_color=RESIDUAL_COLOR, row=1, col=col)
         if truth is not None:
-            fig.add_vline(x=truth[col - 1], line_width=3, line_color=ACCEPT_COLOR, row=1, col=col,
-                          annotation_text=f"measured {truth[col - 1]:.3g}{question.unit}",
-                          annotation_position="top right")
-        fig.update_xaxes(range=[question.low, question.high], title_text=question.unit or None,
-                         row=1, col=col)
+            fig.add_vline(x=truth[col - 1], line_width=4, line_color=ACCEPT_COLOR, row=1, col=col)
+        fig.update_xaxes(range=[question.low, question.high], title_text=unit or None, row=1, col=col)
     fig.update_yaxes(title_text="answers", rangemode="tozero", gridcolor="#eeeeee")
     return fig
 
