@@ -39,6 +39,9 @@ CARDS = {
     ROOT / "assets" / "feature_head" / "README.md": ("feature head, adaptive",
                                                      "specdec-SmolLM2-135M-Instruct-head",
                                                      "the feature head alone"),
+    ROOT / "assets" / "exit_adapter" / "README.md": ("exit adapter, adaptive",
+                                                     "specdec-SmolLM2-135M-Instruct-exit",
+                                                     "the exit adapter alone"),
 }
 INDEX_START, INDEX_END = "# model-index:start", "# model-index:end"
 HELD_OUT = ("code", "structured", "prose", "math", "questions", "summaries")  # assets/prompts/*.json

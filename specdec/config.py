@@ -254,6 +254,8 @@ class ExitTrainingConfig:
     exit_layer: int = setting(4, "the target's layers the exit drafts with: the adapter reads layer "
                                      "L's output")
     batch_size: int = setting(8, "answers per training step")
+    train_layers: bool = setting(True, "train the adapter's decoder layers too, not only the projection of "
+                                       "layer L's state (their start, the draft's, stays as it is)")
     learning_rate: float = setting(3e-4, "peak learning rate (AdamW)")
     warmup_steps: int = setting(20, "steps over which the learning rate rises from 0")
     minutes: float = setting(25.0, "training time budget")

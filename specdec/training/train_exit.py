@@ -178,6 +178,8 @@ def train_exit(target: LoadedModel, head_token_ids: list[int], draft_layers: dic
         log(f"{what}: argmax agrees " + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
 
     adapter.train()
+    if not config.train_layers:  # the draft's layers and norm stay as they are: only fc learns
+        adapter.decoder.requires_grad_(False)
     trained = [p for p in adapter.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=0.0)
     checkpoint_path = work_folder / f"checkpoint-layer-{layers}.pt"

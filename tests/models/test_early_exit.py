@@ -94,7 +94,8 @@ def test_short_continuations_match_the_target_distribution(deep_target, vocab, w
 
 
 @pytest.mark.parametrize("with_adapter", [False, True], ids=["early:L", "adapter"])
-def test_one_cache_holds_verified_tokens_only_after_every_round(deep_target, vocab, with_adapter, monkeypatch):
+def test_one_cache_holds_verified_tokens_only_after_every_round(deep_target, vocab, with_adapter,
+                                                                monkeypatch):
     written = []  # the shared layers' lengths when the drafter cuts its drafts off, the deeper layers'
     crop = CachedModel.crop_layers
 
@@ -153,13 +154,17 @@ def test_an_exit_deeper_than_the_target_is_refused(tiny_pair_dirs):
 
 
 @pytest.mark.slow
-def test_greedy_early_exit_equals_the_bundled_target(bundled_pair):
+@pytest.mark.parametrize("drafter", ["early:8", "bundled:SmolLM2-135M-Instruct-exit"])
+def test_greedy_early_exit_equals_the_bundled_target(bundled_pair, drafter):
     from specdec.models.runs import generate
 
-    pair = bundled_pair.with_drafter("early:8")
+    pair = bundled_pair.with_drafter(drafter)
     prompt = pair.encode_prompt("Write a Python function that reverses a list.", chat=True)
     settings = Settings(sampling=SamplingConfig(temperature=0), max_new_tokens=32)
     plain = generate(pair, prompt, settings, speculative=False).token_ids
     result = generate(pair, prompt, settings)
     assert result.token_ids == plain
     assert sum(t.num_drafted for t in result.traces) > 0
+    if drafter.startswith("bundled:"):  # the shipped adapter guesses well enough to be kept often
+        assert sum(t.num_accepted for t in result.traces) > sum(t.num_drafted for t in result.traces) / 2
+        assert pair.exit.adapter is not None and pair.exit.layers == 4

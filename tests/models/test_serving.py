@@ -10,7 +10,7 @@ from specdec.errors import SpecDecError
 from specdec.views.links import read_link
 from specdec.serving.lock import ModelLock, locked_steps
 from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_EXIT, BUNDLED_HEAD, BUNDLED_TARGET
 
 DEFAULTS = {"gamma": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "chat": True, "target": "t"}
 RANGES = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_p": (0.05, 1.0), "max_new_tokens": (1, 256)}
@@ -85,7 +85,8 @@ def test_a_link_prompt_over_the_cap_is_cut_and_said():
 
 def test_the_allow_list_by_default_is_the_bundled_models_and_the_server_start_models():
     allowed = allowed_models({"SPECDEC_TARGET": "/models/t", "SPECDEC_DRAFTER": "/models/d"})
-    assert allowed == {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD, "ngram", "/models/t", "/models/d"}
+    assert allowed == {BUNDLED_TARGET, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_EXIT, "ngram", "/models/t",
+                       "/models/d"}
     check_allowed(BUNDLED_TARGET, "ngram", allowed)
     check_allowed(BUNDLED_TARGET, "ngram+" + BUNDLED_HEAD, allowed)
     with pytest.raises(SpecDecError, match="does not load the drafter 'gpt2'"):
