@@ -204,3 +204,36 @@ def load_test_module():
     import load_test
 
     return load_test
+
+
+# Every visible text in the main area, with the font size it is drawn at: HTML elements with text of
+# their own, and the charts' SVG text (Plotly's ticks, legends and titles), at its size on screen.
+SMALL_TEXT = """(limit) => {
+    const small = [];
+    let seen = 0;
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    for (const box of main.querySelectorAll('*')) {
+        const own = [...box.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+        if (!own || !box.getClientRects().length) continue;
+        if (box.closest('[data-testid="stIconMaterial"], [translate="no"]')) continue;  // an icon, not text
+        const style = getComputedStyle(box);
+        if (style.visibility === 'hidden' || style.display === 'none' || box.closest('[hidden]')) continue;
+        const rect = box.getBoundingClientRect();
+        if (rect.width === 0 || rect.height === 0) continue;
+        seen += 1;
+        const m = box instanceof SVGElement ? box.getScreenCTM() : null;
+        const scale = m ? Math.hypot(m.a, m.b) : 1;  // rotated text (an axis title) too
+        const size = Math.round(parseFloat(style.fontSize) * scale * 10) / 10;
+        const text = box.textContent.trim().slice(0, 40);
+        if (size < limit - 0.5) small.push(`${box.tagName.toLowerCase()} ${size}px: ${text}`);
+    }
+    return {small, seen};
+}"""
+
+
+def small_texts(page, limit: float = 20) -> list[str]:
+    """The main area's visible texts drawn under `limit` px (presenter mode's floor), as 'tag size: text'."""
+    found = page.evaluate(SMALL_TEXT, limit)
+    assert found["seen"] > 3, found
+    return found["small"]
+
