@@ -37,7 +37,7 @@ def controls() -> tuple[int, int]:
         left, right = st.columns(2)
         tokens = left.slider("New tokens per row (full run)", 8, 64, 32, step=8, key="_bc_tokens")
         prompts = right.slider(f"Prompts from the {PROMPT_SET} set, repeated to fill a batch (full run)",
-                               1, 6, 4, key="_bc_prompts")  # fmt: skip
+                               1, 6, 4, key="_bc_prompts")
     return int(tokens), int(prompts)
 
 
@@ -61,7 +61,7 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
         check_batchable(pair)
         base = ui.current_settings()
         prompts = [pair.encode_prompt(p, bool(st.session_state["chat"]), tokens)
-                   for p in batching.held_out_prompts(PROMPT_SET)[:count]]  # fmt: skip
+                   for p in batching.held_out_prompts(PROMPT_SET)[:count]]
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
         st.stop()
@@ -70,9 +70,9 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
     runs = {kind: plan(kind, tokens, count) for kind in ("quick", "full")}
     weights = {kind: batching.class_weights(replace(base, max_new_tokens=run["tokens"]), run["prompts"],
                                             run["sizes"], run["cost"])
-               for kind, run in runs.items()}  # fmt: skip
+               for kind, run in runs.items()}
     chosen = ui.quick_full_buttons(("Decode the class", "b_bc_run"), ("Full run", "b_bc_full"),
-                                   "b_bc_stop", "_bc_stop")  # fmt: skip
+                                   "b_bc_stop", "_bc_stop")
     note = st.empty()  # the estimates: written after a run, at the pace it measured
     if chosen:
         run = runs[chosen]
@@ -81,17 +81,17 @@ def measure(pair: ModelPair, results: dict) -> dict | None:
         def save(items: list, finished: bool) -> None:
             results[key] = {"points": [v for kind, v in items if kind == "batch"],
                             "curve": [v for kind, v in items if kind == "cost"], "run": chosen,
-                            "plan": run, "finished": finished, "device": device_name(pair)}  # fmt: skip
+                            "plan": run, "finished": finished, "device": device_name(pair)}
 
         ui.run_with_progress(batching.class_run(pair, prompts[: run["prompts"]], settings, run["sizes"],
                                                 run["cost"]),
                              batching.class_steps(settings, run["sizes"], run["cost"]), describe, "_bc_stop",
                              save, weights[chosen], draw=lambda items: live(items, len(items)),
-                             pace_key=pace)  # fmt: skip
+                             pace_key=pace)
     ui.note(f"**Decode the class** is the quick run: {plan_words(runs['quick'])} "
             f"({ui.estimate_text(pace, sum(weights['quick']))}).\n\nThe full run: "
             f"{plan_words(runs['full'])} ({ui.estimate_text(pace, sum(weights['full']))}).",
-            container=note)  # fmt: skip
+            container=note)
     return results.get(key)
 
 
@@ -140,14 +140,14 @@ def show(result: dict) -> None:
         "rows per round": round(r["verify_pass_rows"], 1),
         "alpha": round(r["alpha"], 2),
         "tokens per pass": round(r["tokens_per_pass"], 2),
-    } for r in rows], hide_index=True)  # fmt: skip
+    } for r in rows], hide_index=True)
     if curve and all(r["expected_ratio"] is not None for r in rows):
         ui.chart(charts.batch_ratio_chart(rows), key="_bc_ratio")
     explain(rows, curve, crossover, result["device"], result["finished"], result["run"] == "quick")
 
 
 def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: str, finished: bool,
-            quick: bool = False) -> None:  # fmt: skip
+            quick: bool = False) -> None:
     first, last = rows[0], rows[-1]
     text = (f"On **{device}**, at B = {first['batch_size']} speculation runs at **{first['ratio']:.2f}×** "
             "the target alone" + (f"; at B = {last['batch_size']}, **{last['ratio']:.2f}×**. "
@@ -155,7 +155,7 @@ def explain(rows: list[dict], curve: list[dict], crossover: int | None, device: 
     if crossover is not None:
         measured = ", ".join(str(r["batch_size"]) for r in rows)
         text += (f"It first falls below 1 at **B = {crossover}**" + (f" of the sizes measured ({measured})"
-                 if quick else "") + ": from there on, speculating makes this server slower. ")  # fmt: skip
+                 if quick else "") + ": from there on, speculating makes this server slower. ")
     elif quick and finished:
         text += (f"It has not fallen below 1 up to B = {last['batch_size']} in this quick run: the quick run "
                  "cannot show where speculation stops paying here; the **full run** goes on to "

@@ -239,7 +239,7 @@ def _instructor_panel(question: Question, reveal, missing: str) -> None:
     cols = box.columns([1, 1, 1, 1, 2])
     buttons = [("open", "Re-open" if state in (CLOSED, REVEALED) else "Open", state == OPEN),
                ("close", "Close", state != OPEN), ("reveal", "Reveal", state not in (OPEN, CLOSED)),
-               ("reset", "Reset", state is None)]  # fmt: skip
+               ("reset", "Reset", state is None)]
     for col, (action, label, disabled) in zip(cols, buttons, strict=False):
         col.button(label, disabled=disabled, key=f"b_class_{question.id}_{action}", on_click=_act,
                    args=(action, question, reveal, missing),

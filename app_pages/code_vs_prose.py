@@ -26,7 +26,7 @@ def bundled_prompt_sets() -> list[dict]:
     for name in CATEGORIES:
         data = json.loads((SETS_DIR / f"{name}.json").read_text(encoding="utf-8"))
         rows += [{"category": prompt_kinds.kind_words(data["name"]), "prompt": prompt}
-                 for prompt in data["prompts"]]  # fmt: skip
+                 for prompt in data["prompts"]]
     return rows
 
 
@@ -46,7 +46,7 @@ def chosen_sets(pair: ModelPair) -> tuple[dict[str, list[str]], Settings]:
                 bundled_prompt_sets(), num_rows="dynamic", key="_cp_editor", width="stretch",
                 column_config={"category": st.column_config.TextColumn(required=True),
                                "prompt": st.column_config.TextColumn(width="large", required=True)},
-            )  # fmt: skip
+            )
         cols = st.columns(3)
         per_category = cols[0].number_input("Prompts per category", 1, 20, 2, key="_cp_per_cat")
         new_tokens = cols[1].number_input("New tokens per prompt", 4, 256, 32, key="_cp_tokens")
@@ -89,12 +89,12 @@ def run_sets(pair: ModelPair, sets: dict[str, list[str]], settings: Settings) ->
                 "_cp_stop", lambda rows, finished: results.__setitem__(key, (list(rows), finished)),
                 [settings.max_new_tokens] * count, draw=lambda rows: category_charts(rows, len(rows)),
                 pace_key=pace,
-            )  # fmt: skip
+            )
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
     if key not in results:
         ui.note(f"{count} prompt(s) of {settings.max_new_tokens} new tokens each, both ways: "
-                   f"{ui.estimate_text(pace, count * settings.max_new_tokens)}.")  # fmt: skip
+                   f"{ui.estimate_text(pace, count * settings.max_new_tokens)}.")
     return results.get(key)
 
 
@@ -104,9 +104,9 @@ def category_charts(rows: list[dict], tag: int | str = "") -> None:
     for col, (field, title, axis) in zip(cols, (
             ("acceptance_rate", "Acceptance rate", "accepted / drafted"),
             ("tokens_per_pass", "Tokens per target pass", "tokens"),
-            ("speedup", "Speed-up", "x over target only")), strict=True):  # fmt: skip
+            ("speedup", "Speed-up", "x over target only")), strict=True):
         ui.chart(charts.category_chart(rows, field, title, axis), key=f"_cp_{field}{tag}" if tag else None,
-                 container=col)  # fmt: skip
+                 container=col)
 
 
 def reload_saved() -> dict | None:
@@ -130,7 +130,7 @@ def results(rows: list[dict]) -> list[dict]:
             "tokens_per_pass": st.column_config.NumberColumn("tokens/pass (median)", format="%.2f"),
             "speedup": st.column_config.NumberColumn("speed-up (median)", format="%.2fx"),
         },
-    )  # fmt: skip
+    )
     category_charts(rows)
     with st.expander("Every prompt"):
         st.dataframe(prompt_kinds.prompt_rows(rows), hide_index=True, width="stretch")
@@ -140,13 +140,13 @@ def results(rows: list[dict]) -> list[dict]:
 def save_button(saved: dict) -> None:
     st.download_button("Save results (JSON)", data=json.dumps(saved, indent=1),
                        file_name="specdec-prompt-sets.json", mime="application/json", key="b_cp_save",
-                       on_click="ignore")  # fmt: skip
+                       on_click="ignore")
 
 
 def quiz(summary: list[dict], per_category: int) -> None:
     st.subheader("Quiz")
     answer = st.radio(prompt_kinds.quiz_question(summary), list(prompt_kinds.CHOICES),
-                      format_func=prompt_kinds.CHOICES.get, index=None, key="_cp_quiz")  # fmt: skip
+                      format_func=prompt_kinds.CHOICES.get, index=None, key="_cp_quiz")
     if answer is None:
         return
     right, words = prompt_kinds.quiz_feedback(summary, answer, per_category)
@@ -174,7 +174,7 @@ loaded = reload_saved()
 if loaded:
     rows = loaded["rows"]
     st.caption(f"Showing reloaded results: {drafter_words(str(loaded.get('drafter', '?')))} drafting for "
-               f"{loaded.get('target', '?')}, settings {loaded.get('settings', '?')}")  # fmt: skip
+               f"{loaded.get('target', '?')}, settings {loaded.get('settings', '?')}")
     saved = loaded
 elif ran:
     rows, finished = ran

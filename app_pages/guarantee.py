@@ -60,7 +60,7 @@ def toy_playground() -> None:
         right.error(message, icon=":material/error:")
         return
     ui.chart(charts.toy_chart(labels, rule.target_probs, rule.draft_probs, rule.residual, rule.output),
-             container=right)  # fmt: skip
+             container=right)
     cols = st.columns(3)
     cols[0].metric("P(draft accepted) = Σ min(p, q)", f"{rule.accept_probability:.3f}")
     cols[1].metric("P(draw from residual)", f"{1 - rule.accept_probability:.3f}")
@@ -84,7 +84,7 @@ def sampled_outcomes(pair: ModelPair) -> None:
     with ui.inputs_box(f"Prompt: {md_escape(st.session_state['_gu_prompt'][:70])}"):
         left, right = st.columns([4, 1])
         left.text_input("Prompt", value=st.session_state["_gu_prompt"], key="_gu_prompt",
-                        max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+                        max_chars=ui.server_limits().max_prompt_chars)
         right.toggle("Chat template", key="_gu_chat", help="off: the model continues the text as it is")
         st.caption(
             "This section samples with its own temperature and top-k, set here (they override the "
@@ -92,18 +92,18 @@ def sampled_outcomes(pair: ModelPair) -> None:
         )
         cols = st.columns(4)
         samples = int(cols[0].number_input("Samples of each kind (full run)", 10, 2000, 200, step=10,
-                                           key="_gu_samples"))  # fmt: skip
+                                           key="_gu_samples"))
         num_tokens = int(cols[1].selectbox("Tokens per sample", [1, 2], key="_gu_tokens"))
         top_k = cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_gu_topk")
         temperature = cols[3].number_input("Temperature (this section)", 0.1, 2.0, 1.0, step=0.1,
-                                           key="_gu_temp")  # fmt: skip
+                                           key="_gu_temp")
     chat = bool(st.session_state["_gu_chat"])
     base, prompt_ids = ui.require_prompt(pair, st.session_state["_gu_prompt"], chat, num_tokens + 1)
     # The engine's own rule here, whatever the sidebar's: the other rules are on trial on their own page.
     settings = replace(base, sampling=SamplingConfig(float(temperature), int(top_k), 1.0), rule=SPECULATIVE)
     if base.rule != SPECULATIVE:
         st.caption("This section samples with speculative sampling, whatever the sidebar's rule: the "
-                   "other rules are tried on *The rule on trial*.")  # fmt: skip
+                   "other rules are tried on *The rule on trial*.")
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings, num_tokens)
     results = st.session_state["_gu_results"]
     quick = min(guarantee.QUICK_SAMPLES, samples)
@@ -119,11 +119,11 @@ def sampled_outcomes(pair: ModelPair) -> None:
             lambda tally: f"{tally.samples} of {planned} each", "_gu_stop",
             lambda tallies, finished: results.__setitem__(key, (tallies[-1], finished)),
             draw=lambda tallies: live_tally(pair, tallies[-1], exact, planned), pace_key=pace,
-        )  # fmt: skip
+        )
     ui.note(f"**Sample both ways** is the quick run: {quick} samples of each kind "
             f"({ui.estimate_text(pace, quick)}). The full run takes {samples} of each "
             f"({ui.estimate_text(pace, samples)}) and resolves smaller differences.",
-            container=note)  # fmt: skip
+            container=note)
     if key not in results:
         st.info("Press **Sample both ways**.")
         return
@@ -158,16 +158,16 @@ def tally_chart(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, plan
     title = f"First {tally.num_tokens} token(s): {n_spec}{so_far} speculative vs {n_plain} target only"
     control = [tally.control[o] / n_control for o in outcomes] if n_control else None
     shares = [[counts[o] / n for o in outcomes] for counts, n in ((tally.speculative, n_spec),
-                                                                   (tally.target, n_plain))]  # fmt: skip
+                                                                   (tally.target, n_plain))]
     return charts.empirical_chart(names, *shares, title, control, [exact.get(o, 0.0) for o in outcomes],
-                                  (n_spec, n_plain, n_control))  # fmt: skip
+                                  (n_spec, n_plain, n_control))
 
 
 def live_tally(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, planned: int) -> None:
     """What a run draws as its samples arrive: the chart so far and its verdict so far."""
     ui.chart(tally_chart(pair, tally, exact, planned), key=f"_gu_live{tally.samples}")
     st.caption(f"So far: TV {tv_distance(tally.speculative, tally.target):.3f} between speculative and "
-               "target only. The verdict, against the noise band, comes when the run ends.")  # fmt: skip
+               "target only. The verdict, against the noise band, comes when the run ends.")
 
 
 def show_tally(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, full_samples: int) -> None:
@@ -180,14 +180,14 @@ def show_tally(pair: ModelPair, tally: guarantee.SampleTally, exact: dict, full_
     cols = st.columns(4)
     cols[0].metric("TV distance", f"{tv:.3f}", help="½ Σ |speculative(x) − target(x)|; 0 = identical")
     cols[1].metric("χ² p-value", f"{test.p_value:.2f}",
-                   help=f"χ² = {test.statistic:.2f} on {test.dof} dof (rare outcomes pooled)")  # fmt: skip
+                   help=f"χ² = {test.statistic:.2f} on {test.dof} dof (rare outcomes pooled)")
     cols[2].metric("Drafts tested", tally.drafted)
     cols[3].metric("Drafts rejected", tally.rejected)
     same, control = guarantee.verdict_words(tally, full_samples)
     st.markdown(f"{same}\n\n{control}")
     st.caption("The noise band is the 95th percentile of the TVs of 200 random re-splits of the two samples "
                "pooled: what sampling alone gives. The χ² p-value is the chance of a gap at least this large "
-               "if the two were the same.")  # fmt: skip
+               "if the two were the same.")
     if tally.drafted == 0:
         st.warning(
             "The drafter proposed nothing for these tokens (an n-gram drafter needs a repeat in "
@@ -203,7 +203,7 @@ def greedy_equality(pair: ModelPair) -> None:
                 "scores γ+1 tokens in one pass and plain decoding one, and in low precision the two round "
                 "differently, so where the top two tokens are nearly tied the greedy texts may part. "
                 "The sampled distribution (section 2) is still exactly the target's.",
-                icon=":material/info:")  # fmt: skip
+                icon=":material/info:")
     state = st.session_state
     if ui.run_stop_buttons("Compare greedy outputs", "b_greedy", "b_gu_greedy_stop", "_gu_greedy_stop"):
         settings, greedy_ids = ui.require_prompt(pair, state["prompt"])
@@ -214,17 +214,17 @@ def greedy_equality(pair: ModelPair) -> None:
             f"of {settings.max_new_tokens} each", "_gu_greedy_stop",
             lambda checks, finished: state.__setitem__("_gu_greedy", (checks[-1], prompt)),
             draw=lambda checks: greedy_texts(pair, checks[-1]), pace_key=f"greedy:{pair.target.name}",
-        )  # fmt: skip
+        )
     if "_gu_greedy" not in state:
         return
     check, prompt = state["_gu_greedy"]
     st.caption(f"Prompt (the sidebar's, from Round by round): {prompt[:80]!r} · {len(check.target)} tokens")
     if not check.finished:
         st.warning(f"Stopped: {len(check.speculative)} speculative and {len(check.target)} target-only "
-                   "tokens so far.")  # fmt: skip
+                   "tokens so far.")
     if check.first_difference is None:
         st.success(f"Identical{' so far' if not check.finished else ''}: all "
-                   f"{min(len(check.speculative), len(check.target))} tokens match.")  # fmt: skip
+                   f"{min(len(check.speculative), len(check.target))} tokens match.")
     else:
         i = check.first_difference
 
@@ -232,7 +232,7 @@ def greedy_equality(pair: ModelPair) -> None:
             return token_label(pair, tokens[i]) if i < len(tokens) else "(end)"
 
         st.warning(f"First difference at token {i + 1}: speculative {at(check.speculative)} vs "
-                   f"target-only {at(check.target)}.")  # fmt: skip
+                   f"target-only {at(check.target)}.")
         st.markdown(
             "The rule itself is exact; the numbers are not. Verification scores γ+1 tokens in one "
             "batched pass, plain decoding one token per pass, and the two use different matrix shapes "

@@ -32,14 +32,14 @@ def measure(pair: ModelPair, prompt_ids: list[int], results: dict) -> tuple | No
                "docs/explanation/cpu-pass-cost.md.")
     with ui.inputs_box("Repeats per size"):
         repeats = st.slider("Repeats per size (the median is plotted, the bars span the fastest to the "
-                            "slowest)", 1, 20, 5, key="_im_repeats")  # fmt: skip
+                            "slowest)", 1, 20, 5, key="_im_repeats")
     key = (pair.target.name, tuple(prompt_ids), int(repeats))
     if ui.run_stop_buttons("Time the forward pass", "b_cost", "b_im_stop", "_im_stop"):
         ui.run_with_progress(
             timing.forward_cost_by_size(pair, prompt_ids, SIZES, int(repeats)), len(SIZES),
             lambda row: f"{row['tokens']} tokens: {row['seconds'] * 1000:.1f} ms", "_im_stop",
             lambda rows, finished: results.__setitem__(key, (list(rows), device, finished)),
-        )  # fmt: skip
+        )
     return results.get(key)
 
 
@@ -48,7 +48,7 @@ def cost_rows(rows: list[dict]) -> list[dict]:
     one = rows[0]["seconds"]
     return [{"new tokens": r["tokens"], "median ms": f"{r['seconds'] * 1000:.1f}",
              "fastest–slowest ms": f"{r['min_seconds'] * 1000:.1f}–{r['max_seconds'] * 1000:.1f}",
-             "× one token": f"{r['seconds'] / one:.2f}"} for r in rows]  # fmt: skip
+             "× one token": f"{r['seconds'] / one:.2f}"} for r in rows]
 
 
 def cost_words(rows: list[dict], gamma: int) -> str:
@@ -72,7 +72,7 @@ def cost_words(rows: list[dict], gamma: int) -> str:
                   "Speculation pays only when drafts are accepted often enough to cover that.")
     sizes = sorted(by_size)
     dips = [(a, b) for a, b in zip(sizes, sizes[1:], strict=False)
-            if by_size[b]["seconds"] < by_size[a]["seconds"]]  # fmt: skip
+            if by_size[b]["seconds"] < by_size[a]["seconds"]]
     if dips:
         a, b = dips[0]
         slower, faster = by_size[a]["seconds"] * 1000, by_size[b]["seconds"] * 1000
@@ -83,7 +83,7 @@ def cost_words(rows: list[dict], gamma: int) -> str:
 
 
 def show(rows: list[dict], measured_on: str, finished: bool, gamma: int,
-         load_costs: dict[int, float]) -> None:  # fmt: skip
+         load_costs: dict[int, float]) -> None:
     if not finished:
         st.warning("Stopped: the curve below is partial.")
     ui.chart(charts.forward_cost_chart(rows, load_costs))  # the device is named above it
@@ -116,7 +116,7 @@ def draft_prices(pair: ModelPair, settings, prices: list[dict]) -> None:
     elif not settings.price_drafts:
         st.info("Pricing by the passes is off (sidebar): passes over a few tokens count as free.")
     st.table([{column: f"{value:.2f}" if isinstance(value, float) else value for column, value in row.items()}
-              for row in prices])  # its pass costs are the chart's "timed at load" points  # fmt: skip
+              for row in prices])  # its pass costs are the chart's "timed at load" points
     st.caption("Pass costs timed at load for 1 to 9 tokens, each size's fastest of several sweeps: the "
                "diamonds on the chart above, once the pass is timed there. Larger passes are priced as the "
                "largest timed. The first draft's drafting step is already paid: its q comes from the pass "
@@ -137,13 +137,13 @@ def round_breakdown(pair: ModelPair, settings, prompt_ids: list[int]) -> None:
         total = len(BREAKDOWNS) * BREAKDOWN_RUNS
         runs = ((label, run) for label, detail in BREAKDOWNS.items()
                 for run in timing.breakdown_runs(pair, prompt_ids, settings, detail,
-                                                 BREAKDOWN_RUNS))  # fmt: skip
+                                                 BREAKDOWN_RUNS))
         done = ui.run_with_progress(
             runs, total, lambda item: f"{item[0]}: a run of {item[1][0]} rounds timed",
             stop_flag="_im_breakdown_stop", save=lambda items, finished: None, pace_key="round breakdown")
         if len(done) == total:
             results[key] = {label: timing.per_round([run for kind, run in done if kind == label])
-                            for label in BREAKDOWNS}  # fmt: skip
+                            for label in BREAKDOWNS}
     if key not in results:
         st.info("Press **Measure a round**: three runs of the prompt with the sidebar's settings, each way "
                 f"({ui.estimate_text('round breakdown', len(BREAKDOWNS) * BREAKDOWN_RUNS)}).")

@@ -79,7 +79,7 @@ def _background_load(target: str, drafter: str) -> threading.Thread:
 
     failures = load_failures()  # read here, in the script's thread; a failure is remembered for the pages
     thread = threading.Thread(target=_load_or_explain, args=(target, drafter, failures),
-                              name="specdec-load-models", daemon=True)  # fmt: skip
+                              name="specdec-load-models", daemon=True)
     thread.start()
     return thread
 
@@ -101,7 +101,7 @@ def loading_now() -> threading.Thread | None:
 
 
 LOADING_MESSAGE = ("Loading the models… (once per server). The menu works meanwhile; this page goes on "
-                   "by itself.")  # fmt: skip
+                   "by itself.")
 
 
 def loading_estimate() -> str:
@@ -122,7 +122,7 @@ def wait_for_models(thread: threading.Thread) -> None:
     note = st.empty()
     while thread.is_alive():
         note.info(f"{LOADING_MESSAGE} {estimate}; {time.monotonic() - started:.0f} s so far",
-                  icon=":material/hourglass_top:")  # fmt: skip
+                  icon=":material/hourglass_top:")
         thread.join(timeout=1.0)
     note.empty()
     st.rerun()
@@ -193,7 +193,7 @@ def model_status(pair: ModelPair | None, message: str | None) -> None:
     if pair is None:
         sb.error(message, icon=":material/error:")
         sb.button("Retry loading", on_click=_retry_load, key="b_retry_load",
-                  help="failed loads are remembered by the server; this tries again")  # fmt: skip
+                  help="failed loads are remembered by the server; this tries again")
         return
     # Names and sizes only: how a pass is computed (layouts, kernels) is for the docs,
     # docs/explanation/cpu-pass-cost.md, not for the sidebar.
@@ -240,7 +240,7 @@ def require_pair() -> ModelPair:
             st.rerun()  # the load failed after the sidebar was drawn as loading: draw both with the reason
         st.error(message, icon=":material/error:")
         st.button("Retry loading", on_click=_retry_load, key="b_retry_load_page",
-                  help="failed loads are remembered by the server; this tries again")  # fmt: skip
+                  help="failed loads are remembered by the server; this tries again")
         st.stop()
     return pair
 
@@ -256,7 +256,7 @@ def require_prompt(
         limit = server_limits().max_prompt_chars
         if len(prompt) > limit:
             raise SpecDecError(f"the prompt has {len(prompt):,} characters; this server accepts at most "
-                               f"{limit:,} (its SPECDEC_MAX_PROMPT_CHARS): shorten it")  # fmt: skip
+                               f"{limit:,} (its SPECDEC_MAX_PROMPT_CHARS): shorten it")
         settings = current_settings()
         chat = bool(st.session_state["chat"]) if chat is None else chat
         room = settings.max_new_tokens if new_tokens is None else new_tokens

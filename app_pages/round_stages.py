@@ -45,7 +45,7 @@ def draft_strip(stepper: Stepper, trace, stage: int) -> str:
             chips.append(ui.token_chip(label, "sd-draft", title=f"draft {i + 1}: {label}", note=note))
         elif i < trace.num_accepted:
             chips.append(ui.token_chip(label, style=ui.ORIGIN_STYLE["accepted"], note="✓",
-                                       title=f"draft {i + 1} accepted"))  # fmt: skip
+                                       title=f"draft {i + 1} accepted"))
         elif i == trace.num_accepted:
             chips.append(ui.token_chip(label, "sd-reject", note="✗", title=f"draft {i + 1} rejected"))
         else:
@@ -54,7 +54,7 @@ def draft_strip(stepper: Stepper, trace, stage: int) -> str:
         origin = "bonus" if trace.is_bonus else "resampled"
         note = "2nd choice" if trace.kept_sibling is not None else origin
         chips.append(" → " + ui.token_chip(stepper.label(trace.next_token), style=ui.ORIGIN_STYLE[origin],
-                                           note=note, title=f"{origin} token"))  # fmt: skip
+                                           note=note, title=f"{origin} token"))
         if trace.kept_sibling is not None:
             after = stepper.label(trace.emitted_tokens[-1])
             chips.append(ui.token_chip(after, style=ui.ORIGIN_STYLE["bonus"], note="bonus",
@@ -138,7 +138,7 @@ def _stage_drafting(stepper: Stepper, trace, labels) -> None:
         return
     if trace.drafted_by == DRAFTED_BY_LOOKUP:
         words.caption("Copied by n-gram lookup: what followed the same few tokens earlier in the text. "
-                      "q puts all its mass on the copied token.")  # fmt: skip
+                      "q puts all its mass on the copied token.")
     revealing = state["revealed"] < trace.num_drafted
     follow = state["revealed"] - 1 if revealing else None  # the chart follows the newest draft
     with words:
@@ -186,16 +186,16 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
             "p(x)": round(trace.target_token_probs[i], 4) if i < k else None,
             "target's top token": md_escape(labels[top]),  # table cells read Markdown
             "p(top)": round(position.target_probs[0], 4),
-        })  # fmt: skip
+        })
     # The chips above already carry q and p; on a projector the full table waits behind an expander.
     (words.expander("p and q at every position, with the target's top token") if ui.presenter()
-     else words).table(rows)  # fmt: skip
+     else words).table(rows)
     with words:
         i = _position_picker(trace, labels, k + 1, "Position")
     drafted = trace.drafted_tokens[i] if i < k else None
     title = f"p vs q at position {i + 1}" if i < k else f"p at position {k + 1} (bonus slot)"
     fig = _figure(trace, "verify", i, lambda: charts.distribution_chart(
-        trace.positions[i], labels, title, highlight=drafted, show_residual=False))  # fmt: skip
+        trace.positions[i], labels, title, highlight=drafted, show_residual=False))
     ui.chart(fig, key=f"_c2_{trace.index}", container=picture)
 
 
@@ -272,7 +272,7 @@ def _correction_words(stepper: Stepper, trace, labels):
             )
         title = f"p at position {k + 1}: bonus token {nxt}"
         fig = _figure(trace, "correct", k, lambda: charts.distribution_chart(
-            trace.positions[k], labels, title, highlight=trace.next_token))  # fmt: skip
+            trace.positions[k], labels, title, highlight=trace.next_token))
     else:
         rejected = labels[trace.drafted_tokens[j]]
         rule = RULES[trace.rule]
@@ -288,7 +288,7 @@ def _correction_words(stepper: Stepper, trace, labels):
         drawn_from = "the residual" if greedy or trace.rule == SPECULATIVE else name
         title = f"position {j + 1}: p, q and {drawn_from}; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
-            trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))  # fmt: skip
+            trace.positions[j], labels, title, highlight=trace.next_token, residual_name=name))
     return fig
 
 

@@ -20,10 +20,10 @@ state = st.session_state
 
 def _tree_chart(trace, labels, judged: bool, numbered: bool = False):
     title = (f"The round's tree: {len(trace.tree.tokens) - 1} drafted tokens"
-             + (", kept / rejected / never tested" if judged else ""))  # fmt: skip
+             + (", kept / rejected / never tested" if judged else ""))
     shown = {**labels, **{token: labels.get(token, "?") for token in trace.tree.tokens}}
     return _figure(trace, f"tree-{judged}-{numbered}", 0,
-                   lambda: charts.tree_chart(trace.tree, shown, title, judged, numbered))  # fmt: skip
+                   lambda: charts.tree_chart(trace.tree, shown, title, judged, numbered))
 
 
 def _stage_drafting(stepper: Stepper, trace, labels) -> None:
@@ -31,14 +31,14 @@ def _stage_drafting(stepper: Stepper, trace, labels) -> None:
     words, picture = side_by_side()
     nodes, levels = len(tree.tokens) - 1, max(tree_view.depths(tree.parents))
     draw = ("the draft's likeliest tokens" if stepper.settings.sampling.greedy
-            else "candidates drawn from q **without replacement** (distinct tokens)")  # fmt: skip
+            else "candidates drawn from q **without replacement** (distinct tokens)")
     words.markdown(
         f"The drafter proposes a **tree** of **{nodes}** tokens, **{levels}** deep. At each node that "
         f"branches, its children are {draw}; the first child is the likeliest guess. Every branch is a "
         "different guess at how the text goes on. Nothing has been checked yet."
     )
     words.markdown("The tree's shape was chosen from the acceptance measured at each depth and rank "
-                   "and from what a target pass over that many tokens costs here.")  # fmt: skip
+                   "and from what a target pass over that many tokens costs here.")
     ui.chart(_tree_chart(trace, labels, judged=False), key=f"_t1_{trace.index}", container=picture)
 
 
@@ -52,7 +52,7 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
         "only one, and the pass gives p after every node."
     )
     ui.chart(_tree_chart(trace, labels, judged=False, numbered=True), key=f"_t2t_{trace.index}",
-             container=words)  # fmt: skip
+             container=words)
     title = "Attention mask: row sees column"
     fig = _figure(trace, "mask", 0, lambda: charts.mask_chart(tree, labels, title))
     ui.chart(fig, key=f"_t2m_{trace.index}", container=picture)
@@ -71,7 +71,7 @@ def _beat_words(step: tree_view.SiblingStep, labels, greedy: bool) -> str:
         if step.kept:
             return f"**Candidate {name} survives**: the path goes on below it."
         return (f"**Every candidate here was rejected**: the token {x} is drawn from the last residual "
-                "(what p has left that no candidate covered), and the round ends.")  # fmt: skip
+                "(what p has left that no candidate covered), and the round ends.")
     p = dict(step.target_probs or []).get(step.token)
     q = dict(step.draft_probs or []).get(step.token)
     shown = ", ".join(f"{k}(x)={v:.3f}" for k, v in (("p", p), ("q", q)) if v is not None)
@@ -80,7 +80,7 @@ def _beat_words(step: tree_view.SiblingStep, labels, greedy: bool) -> str:
         if greedy:
             return f"Candidate {name}: {shown}kept if it is p's top token (temperature 0)."
         return (f"Candidate {name}: {shown}it is kept with probability min(1, p(x)/q(x)) = "
-                f"**{step.keep_chance:.3f}**.")  # fmt: skip
+                f"**{step.keep_chance:.3f}**.")
     if step.phase == tree_view.COIN:
         verdict = "**kept**" if step.kept else "**rejected**"
         if step.uniform is None:
@@ -102,7 +102,7 @@ def _stage_accept(stepper: Stepper, trace, labels) -> None:
         rule = TREE_RULES[stepper.settings.tree_rule]
         words.markdown(f"From the root down, the children of each kept node are tested **in turn** "
                        f"(*{rule.title}*): {rule.test_words}. The first kept child continues the path; "
-                       "the rest are never tested.")  # fmt: skip
+                       "the rest are never tested.")
     ui.chart(_tree_chart(trace, labels, judged=True), key=f"_t3t_{trace.index}", container=words)
     if not records:
         return
@@ -111,7 +111,7 @@ def _stage_accept(stepper: Stepper, trace, labels) -> None:
     with words:
         st.segmented_control("Position", options=list(range(len(records))), key=key, on_change=mark_click,
                              format_func=lambda i: _position_name(tree, records, i, labels),
-                             label_visibility="collapsed" if ui.presenter() else "visible")  # fmt: skip
+                             label_visibility="collapsed" if ui.presenter() else "visible")
     at = state[key] or 0
     steps = tree_view.sibling_steps(records[at])
     beat_key = f"_tbeat_{trace.index}_{at}"
@@ -134,11 +134,11 @@ def _stage_correct(stepper: Stepper, trace, labels) -> None:
     if tree.bonus:
         words.markdown(f"A candidate was kept at every position down to a leaf ({kept} in all): the "
                        "target's pass already holds p after that leaf, and the **bonus** token "
-                       f"{nxt} is drawn from it.")  # fmt: skip
+                       f"{nxt} is drawn from it.")
     else:
         words.markdown(f"{kept} position(s) kept a candidate; at the next one every candidate was rejected, "
                        f"and {nxt} was drawn from the **last residual**: the mass of p that no candidate "
-                       "there had covered. The branches below are discarded.")  # fmt: skip
+                       "there had covered. The branches below are discarded.")
     records = tree_view.tested_positions(tree)
     if records and not tree.bonus:
         outcome = tree_view.sibling_steps(records[-1])[-1]

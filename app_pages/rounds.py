@@ -55,14 +55,14 @@ if "_prompt_w" in state and state["_prompt_w"] != state["prompt"]:
 inputs = ui.inputs_box("Prompt and playback")
 left, right = inputs.columns([3, 2])
 right.selectbox("Ready prompts", ready, index=None, key="_ready", on_change=_use_ready_prompt,
-                placeholder="code, prose or copy-heavy…")  # fmt: skip
+                placeholder="code, prose or copy-heavy…")
 # The prompt is also the widget's default: its own state is dropped when the page is left, and a box
 # the browser draws afresh while the models load starts from its default (an empty default was
 # sent back as an empty prompt when three sessions opened a cold server at once).
 left.text_area(
     "Prompt (changing it starts a fresh run)", value=state["prompt"], key="_prompt_w", height=90,
     on_change=_prompt_edited, max_chars=ui.server_limits().max_prompt_chars,
-)  # fmt: skip
+)
 
 pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, state["prompt"])
@@ -104,10 +104,10 @@ greedy = settings.sampling.greedy
 rule = RULES[settings.rule]  # at temperature 0 every rule is the greedy rule
 if ui.lossy_rule_in_use():
     st.warning(f"Rule: **{rule.title}**. {ui.LOSSY_NOTE} (see *The rule on trial*).",
-               icon=":material/warning:")  # fmt: skip
+               icon=":material/warning:")
 elif settings.rule != SPECULATIVE and not greedy:
     st.info(f"Rule: **{rule.title}** (exact, but it accepts less than speculative sampling).",
-            icon=":material/rule:")  # fmt: skip
+            icon=":material/rule:")
 
 
 # -- controls ----------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def _counters(hide_current: bool) -> None:
     cols[1].metric("Target passes", c.target_passes)
     cols[2].metric("Tokens emitted", c.tokens_emitted)
     cols[3].metric("Acceptance so far", f"{c.acceptance_rate:.0%}" if c.drafted else "–",
-                   help=f"{c.accepted} of {c.drafted} drafted tokens kept")  # fmt: skip
+                   help=f"{c.accepted} of {c.drafted} drafted tokens kept")
     cols[4].metric("Tokens per pass", f"{c.tokens_per_pass:.2f}" if c.rounds else "–")
 
 
@@ -253,11 +253,11 @@ def _buttons(waiting_for_answer: bool) -> None:
                    disabled=stepper.at_end and not stages_left or waiting_for_answer,
                    width="stretch", shortcut="Right",
                    help="answer the question first" if waiting_for_answer else
-                   "one stage per click (→)" if by_stage else "the next round (→)")  # fmt: skip
+                   "one stage per click (→)" if by_stage else "the next round (→)")
     play_help = "in student mode each round waits for your answer" if student.active() else None
     cols[1].button("Pause ⏸" if state["playing"] else "Play ▶", on_click=_play, width="stretch",
                    disabled=(stepper.at_end and not state["playing"]) or student.active(), key="b_play",
-                   help=play_help)  # fmt: skip
+                   help=play_help)
     cols[2].button("Back |◀", on_click=_back, disabled=stepper.shown < 0, width="stretch", key="b_back",
                    shortcut="Left", help="a stage back (←)" if by_stage else "the round before (←)")
     cols[3].button("Reset ⟲", on_click=_reset, disabled=not stepper.traces, width="stretch", key="b_reset")
@@ -274,7 +274,7 @@ def _round(trace, stage: int, waiting_for_answer: bool) -> None:
     heading.subheader(f"Round {trace.index + 1} of {len(stepper.traces)} computed{done}")
     if not waiting_for_answer:
         stages.segmented_control("Stage", options=list(STAGES), format_func=STAGES.get, key="stage",
-                                 label_visibility="collapsed", on_change=_stage_chosen)  # fmt: skip
+                                 label_visibility="collapsed", on_change=_stage_chosen)
     labels = stepper.labels_for(trace)
     st.markdown(draft_strip(stepper, trace, stage), unsafe_allow_html=True)
     class_poll.ask(class_questions.drafts_survive(trace.num_drafted, trace.index + 1),
@@ -343,7 +343,7 @@ def _timeline(hide_current: bool) -> None:
     figure = charts.timeline_chart(traces, stepper.labels_for_all(), stepper.shown)
     spec = spec_for_projector(figure.spec) if ui.presenter() else figure.spec
     st.vega_lite_chart(figure.data, spec, key="_timeline", on_select=_timeline_clicked,
-                       selection_mode=charts.TIMELINE_PICK, width="stretch")  # fmt: skip
+                       selection_mode=charts.TIMELINE_PICK, width="stretch")
 
 
 def _json() -> str:
@@ -356,7 +356,7 @@ def _playback_controls() -> None:
     speed, animate, by_stage, _ = inputs.columns([2, 2, 2, 2])
     with speed:
         ui.mirrored(st.select_slider, "Speed", "speed", options=list(SPEEDS), label_visibility="collapsed",
-                    format_func=lambda name: f"speed: {name}")  # fmt: skip
+                    format_func=lambda name: f"speed: {name}")
     with animate:
         ui.mirrored(st.toggle, "Animate stages", "animate_stages")
     with by_stage:
@@ -370,11 +370,11 @@ def _downloads() -> None:
     cols[0].download_button(
         "Download trace (JSON)", data=_json, file_name="specdec-trace.json",
         mime="application/json", key="b_json", on_click="ignore",
-    )  # fmt: skip
+    )
     cols[1].download_button(
         "Download rounds (CSV)", data=stepper.to_csv, file_name="specdec-rounds.csv",
         mime="text/csv", key="b_csv", on_click="ignore",
-    )  # fmt: skip
+    )
 
 
 _playback_controls()

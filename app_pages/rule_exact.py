@@ -18,7 +18,7 @@ ON_REJECT = REPLACEMENT_WORDS  # what the page calls each replacement
 # One click each: the four built-in rules, then the rules students ask about.
 BUILT_IN_PRESETS = {RULES[name].title: preset for name, preset in PRESETS.items()}
 ASKED_PRESETS = {"p > q": ("p > q", "residual"), "p/(p+q)": ("p/(p+q)", "residual"),
-                 "sqrt(p/q)": ("sqrt(p/q)", "residual")}  # fmt: skip
+                 "sqrt(p/q)": ("sqrt(p/q)", "residual")}
 
 
 # -- where the trial runs ---------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def trial_context(prompt_ids: list[int], settings) -> tuple[list[int], int]:
     cols = st.columns([4, 1])
     cols[0].info(f"The trial runs at token **{at['index']}** of a target sample of this prompt (seed "
                  f"{settings.seed}): after the prompt come {at['text']!r}.",
-                 icon=":material/my_location:")  # fmt: skip
+                 icon=":material/my_location:")
     if cols[1].button("Back to the prompt's next token", key="b_rt_back"):
         st.session_state.pop("_rt_at")
         st.rerun()
@@ -42,7 +42,7 @@ def trial_context(prompt_ids: list[int], settings) -> tuple[list[int], int]:
 
 def _move_to(offer: dict, prompt_ids: list[int], settings) -> None:
     st.session_state["_rt_at"] = {"base": (tuple(prompt_ids), settings), "index": offer["index"],
-                                  "context": offer["context"], "text": offer["text"]}  # fmt: skip
+                                  "context": offer["context"], "text": offer["text"]}
     st.session_state["_rt_autorun"] = True  # one click: moved, and the trial runs there
 
 
@@ -64,7 +64,7 @@ def exact_section(pair, trial, rows: list[dict], prompt_ids: list[int], position
     for name, why in view["unseen"].items():  # only rules the samples did not catch (exact.trial_view)
         st.warning(f"**{_title(rows, name)}** (lossy) is not caught here: with {trial.samples} samples its "
                    f"loss cannot be seen at this position, not reliably. {why[0].upper()}{why[1:]}.",
-                   icon=":material/visibility_off:")  # fmt: skip
+                   icon=":material/visibility_off:")
     watched = exact.watched_rule(trial.custom)
     if watched not in view["unseen"] or watched != TOP_CHOICE:
         return
@@ -81,7 +81,7 @@ def _offer(pair, trial, prompt_ids: list[int], position: int) -> None:
     offers = st.session_state.setdefault("_rt_offers", {})
     if key not in offers:
         with st.spinner(f"Looking along a target sample of this prompt ({exact.SCAN_TOKENS} tokens) for "
-                        "where the top-choice rule's exact TV is largest…"):  # fmt: skip
+                        "where the top-choice rule's exact TV is largest…"):
             try:
                 offers[key] = exact.offer(pair, prompt_ids, settings, samples)
             except SpecDecError as error:
@@ -90,19 +90,19 @@ def _offer(pair, trial, prompt_ids: list[int], position: int) -> None:
     offer = offers[key]
     numbers = (f"its exact TV is {offer['tv']:.3f} at token {offer['index']} (after {offer['text']!r}), "
                f"against a noise floor of about {offer['floor']:.3f} for {samples} samples "
-               "there")  # fmt: skip
+               "there")
     if not offer["resolved"]:
         needed = exact.samples_to_see(offer["tv"], offer["floor"], samples)
         more = f"; it would take about {needed:,} samples" if needed else ""
         st.info(f"On this prompt the top choice's loss cannot be seen with {samples} samples: of the first "
                 f"{offer['scanned']} tokens of a target sample, {numbers}{more}.",
-                icon=":material/info:")  # fmt: skip
+                icon=":material/info:")
         return
     if offer["index"] == position:
         return
     st.button(f"Put the rules on trial at token {offer['index']}, where the top choice's exact TV is "
               f"{offer['tv']:.3f}", key="b_rt_offer", type="primary",
-              on_click=_move_to, args=(offer, prompt_ids, settings))  # fmt: skip
+              on_click=_move_to, args=(offer, prompt_ids, settings))
     st.caption(f"Of the first {offer['scanned']} tokens of a target sample of this prompt (seed "
                f"{settings.seed}), {numbers}.")
 
@@ -140,15 +140,15 @@ def own_rule_section(pair, context: list[int], settings, samples: int) -> None:
         cols[0].markdown(heading)
         for col, (label, (text, on_reject)) in zip(cols[1:], presets.items(), strict=False):
             col.button(label, key=f"b_rt_preset_{number}", on_click=_preset, args=(text, on_reject),
-                       width="stretch")  # fmt: skip
+                       width="stretch")
             number += 1
     cols = st.columns([3, 2])
     with cols[0]:
         ui.mirrored(st.text_input, "Keep x with probability", "accept", placeholder="e.g. min(1, p/q)",
-                    max_chars=None)  # fmt: skip
+                    max_chars=None)
     with cols[1]:
         ui.mirrored(st.selectbox, "On a rejection, emit", "on_reject", list(ON_REJECT),
-                    format_func=ON_REJECT.get)  # fmt: skip
+                    format_func=ON_REJECT.get)
     text = st.session_state["accept"]
     if not text.strip():
         st.info("Type an expression, or press a preset above.")
@@ -169,7 +169,7 @@ def _show_judgement(judged: dict, custom) -> None:
     cols[0].metric("exact TV from p", numbers.figure(tv, 2))
     cols[1].metric("exact acceptance", f"{judged['acceptance']:.3f}",
                    f"{judged['acceptance'] - judged['speculative_acceptance']:+.3f} vs min(1, p/q)",
-                   delta_color="off")  # fmt: skip
+                   delta_color="off")
     cols[2].metric("verdict", "lossless" if judged["lossless"] else "lossy")
     if judged["greedy"]:
         st.info("At temperature 0 every rule is the greedy rule: yours too emits the target's top token.")
@@ -178,12 +178,12 @@ def _show_judgement(judged: dict, custom) -> None:
     if judged["lossless"]:  # a checked expression holds no backtick: a code span shows it as typed
         st.success(f"Lossless: `{custom.text}` with {ON_REJECT[custom.on_reject]} emits exactly p here "
                    "(TV at float precision), and on five hand-built pairs of distributions too.",
-                   icon=":material/verified:")  # fmt: skip
+                   icon=":material/verified:")
     else:
         st.error(f"Lossy: `{custom.text}` with {ON_REJECT[custom.on_reject]} does not emit the target's "
                  f"distribution{' here' if judged['tv'] > exact.LOSSLESS_TV else ' on every pair'}: exact "
                  f"TV {numbers.figure(judged['tv'], 2)} from p at this position.",
-                 icon=":material/gavel:")  # fmt: skip
+                 icon=":material/gavel:")
     titles = [("yours", f"yours: {custom.text}"), ("speculative", "speculative sampling")]
     ui.chart(charts.exact_law_chart(judged["laws"], titles, "Your rule's exact law against p"))
 
@@ -198,7 +198,7 @@ def _sample_own(pair, context: list[int], settings, samples: int, custom) -> Non
             ui.run_with_progress(
                 steps, samples, lambda trial: f"{trial.samples} of {samples} samples",
                 "_rt_own_stop", lambda trials, done: results.__setitem__(key, (trials[-1], done)),
-            )  # fmt: skip
+            )
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
             return

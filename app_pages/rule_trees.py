@@ -30,7 +30,7 @@ def tree_rules_section(pair, context: list[int], settings, samples: int) -> None
         cols = st.columns(2)
         width = int(cols[0].selectbox("Candidates per position", tree_trial.WIDTHS, index=1, key="_rt_width"))
         count = int(cols[1].number_input("Samples of each rule", 100, 5000, max(DEFAULT_SAMPLES, samples),
-                                         step=100, key="_rt_tree_samples"))  # fmt: skip
+                                         step=100, key="_rt_tree_samples"))
     key = (pair.target.name, pair.drafter_name, tuple(context), settings, width, count)
     results = st.session_state.setdefault("_rt_trees", {})
     if st.button("Put the tree rules on trial", key="b_rt_trees", type="primary"):
@@ -42,7 +42,7 @@ def tree_rules_section(pair, context: list[int], settings, samples: int) -> None
                 return
     if key not in results:
         st.info("Press **Put the tree rules on trial**: the same position and settings as section 1, each "
-                f"rule with {width} candidates, exactly and in {count} samples.")  # fmt: skip
+                f"rule with {width} candidates, exactly and in {count} samples.")
         return
     _show(results[key], width)
 
@@ -67,28 +67,28 @@ def _show(found: dict, width: int) -> None:
         "TV exact": f"{row['tv_exact']:.3f}",
         "in noise band": "yes" if row["tv"] <= band else "no",
         "χ² p-value": numbers.p_value(row["chi2_p"]),
-    } for row in rows])  # fmt: skip
+    } for row in rows])
     left, right = st.columns(2) if ui.presenter() else (st.container(), st.container())
     ui.chart(charts.tree_acceptance_chart(rows, single, f"How often one of {width} candidates is kept"),
-             container=left)  # fmt: skip
+             container=left)
     titles = [(row["rule"], row["title"]) for row in rows]
     ui.chart(charts.exact_law_chart(found["laws"], titles, "What each rule emits here, exactly, against p"),
-             container=right)  # fmt: skip
+             container=right)
     rest = " Tokens outside the ten likeliest count as one, *(the rest)*." if found["rest"] else ""
     ui.note(f"One draft here keeps {single:.3f} (Σ min(p, q)). Exact figures by enumerating every draw of "
             f"the candidates and every outcome of their tests.{rest} Noise band of the target's two halves: "
-            f"TV 0 to {band:.3f}.")  # fmt: skip
+            f"TV 0 to {band:.3f}.")
     lossy_caught = [row["title"] for row in rows if exact.caught(row) and not row["lossless"]]
     chance = [row["title"] for row in rows if exact.caught(row) and row["lossless"]]
     hidden = [row for row in rows if not exact.caught(row) and not row["lossless"]]
     if lossy_caught:
         st.error(f"Caught in the act (χ² p < {exact.CAUGHT_P:g}, TV outside the noise band): "
-                 f"{', '.join(lossy_caught)}.", icon=":material/gavel:")  # fmt: skip
+                 f"{', '.join(lossy_caught)}.", icon=":material/gavel:")
     if hidden:
         st.warning("Not caught by these samples: " + ", ".join(
             f"{row['title']} (exact TV {numbers.figure(row['tv_exact'], 2)})" for row in hidden)
             + ". More samples, or a position where p and q disagree more, show it.",
-            icon=":material/visibility_off:")  # fmt: skip
+            icon=":material/visibility_off:")
     if chance:
         st.info(f"{', '.join(chance)} fell outside the noise band with χ² p < {exact.CAUGHT_P:g}: a lossless "
-                "rule does that about 1 time in 1,000 by chance alone.")  # fmt: skip
+                "rule does that about 1 time in 1,000 by chance alone.")

@@ -34,7 +34,7 @@ def intro() -> None:
         "a draft x is kept if": rule.test,
         "expected acceptance": rule.expected_formula,
         "lossless": "yes" if rule.lossless else "⚠ no (lossy)",
-    } for rule in RULES.values()])  # fmt: skip
+    } for rule in RULES.values()])
     st.caption(
         "p: the target's distribution, q: the draft's, both after the same temperature and top-k/top-p; "
         f"H(p): p's entropy. Typical acceptance uses Medusa's defaults (ε = {TYPICAL_EPSILON}, "
@@ -60,12 +60,12 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
     with ui.inputs_box("Samples, tokens, top-k and temperature"):
         cols = st.columns(4)
         samples = int(cols[0].number_input("Samples of each kind", 10, 2000, DEFAULT_SAMPLES, step=10,
-                                           key="_rt_samples"))  # fmt: skip
+                                           key="_rt_samples"))
         num_tokens = int(cols[1].selectbox("Tokens compared", [1, 2], key="_rt_tokens"))
         top_k = int(cols[2].number_input("Top-k (this section)", 1, 50, 5, key="_rt_topk",
-                                         help="a small top-k keeps the outcomes few to count"))  # fmt: skip
+                                         help="a small top-k keeps the outcomes few to count"))
         temperature = float(cols[3].number_input("Temperature (this section)", 0.0, 2.0, 1.0,
-                                                 step=0.1, key="_rt_temp"))  # fmt: skip
+                                                 step=0.1, key="_rt_temp"))
     room = max(int(st.session_state["gamma"]), num_tokens) + 1  # one round: γ drafts and its own token
     base, prompt_ids = ui.require_prompt(pair, prompt, new_tokens=room)
     try:
@@ -86,13 +86,13 @@ def trial_section(pair: ModelPair) -> tuple[list[int], Settings, int] | None:
                 "_rt_stop",
                 lambda trials, done: results.__setitem__(key, (trials[-1], done)),
                 draw=lambda trials: live_trial(trials[-1]), pace_key=pace,
-            )  # fmt: skip
+            )
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
             return None
     if key not in results:
         st.info(f"Press **Put the rules on trial** ({samples} samples of each of {len(RULE_NAMES)} rules and "
-                f"of the target: {ui.estimate_text(pace, samples)}).")  # fmt: skip
+                f"of the target: {ui.estimate_text(pace, samples)}).")
         return context, settings, samples
     trial, finished = results[key]
     rows = [asdict(r) for r in rules.trial_results(trial)]
@@ -131,7 +131,7 @@ def show_trial(rows: list[dict], temperature: float) -> None:
         "TV exact": "–" if row["tv_exact"] is None else f"{row['tv_exact']:.3f}",
         "in noise band": band_cell(row["tv"], band),
         "χ² p-value": numbers.p_value(row["chi2_p"]),
-    } for row in rows])  # fmt: skip
+    } for row in rows])
     ui.chart(charts.rule_trial_chart(rows, band))
     st.markdown(
         f"Noise band (the target's two halves, re-split 200 times): TV 0 to **{band:.3f}** (mean "
@@ -184,13 +184,13 @@ def sweep_section(pair: ModelPair) -> None:
                 draw=lambda rows: ui.chart(charts.temperature_sweep_chart(rules.sweep_summary(rows)),
                                            key=f"_rt_sweep_live{len(rows)}"),
                 pace_key=pace,
-            )  # fmt: skip
+            )
         except SpecDecError as error:
             st.error(str(error), icon=":material/error:")
             return
     if key not in results:
         st.info(f"Press **Sweep the temperature** ({total} prompt runs, each speculative and target-only: "
-                f"{ui.estimate_text(pace, total)}).")  # fmt: skip
+                f"{ui.estimate_text(pace, total)}).")
         return
     rows, finished = results[key]
     if not finished:
@@ -200,7 +200,7 @@ def sweep_section(pair: ModelPair) -> None:
         "T": row["temperature"], "set": row["category"], "prompts": row["prompts"],
         "α measured": round(row["alpha"], 3), "α expected (Σ min(p, q))": round(row["expected_alpha"], 3),
         "tokens / pass": round(row["tokens_per_pass"], 2), "speed-up": f"{row['speedup']:.2f}×",
-    } for row in summary], hide_index=True, width="stretch")  # fmt: skip
+    } for row in summary], hide_index=True, width="stretch")
     ui.chart(charts.temperature_sweep_chart(summary))
     hot = [r for r in summary if r["temperature"] > 0]
     if not hot:

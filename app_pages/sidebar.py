@@ -38,7 +38,7 @@ READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
 # The numeric settings, each from the config dataclass that defines its default and range.
 NUMERIC_SETTINGS = {"gamma": Settings, "temperature": SamplingConfig, "top_k": SamplingConfig,
                     "top_p": SamplingConfig, "seed": Settings, "max_new_tokens": Settings,
-                    "draft_threshold": Settings}  # fmt: skip
+                    "draft_threshold": Settings}
 LIMITS = {name: ui_range(config, name) for name, config in NUMERIC_SETTINGS.items()}
 
 
@@ -69,9 +69,9 @@ SETTINGS = {
     # The rule on trial's own rule, so that a link carries a student's expression (measure.rule_expression).
     "accept": ("accept", str, lambda: ""),
     "on_reject": ("on_reject", str, lambda: RESIDUAL),
-}  # fmt: skip
+}
 CHOICES = {"question": (TICK, COUNT), "hint": ("p", "q"), "rule": RULE_NAMES, "on_reject": REPLACEMENTS,
-           "tree": (TREE_OFF, TREE_AUTO, "4", "8", "16", "32")}  # fmt: skip
+           "tree": (TREE_OFF, TREE_AUTO, "4", "8", "16", "32")}
 
 
 def _menu_title(rule: str) -> str:

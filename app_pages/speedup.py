@@ -32,14 +32,14 @@ def intro() -> None:
     shown = st.session_state["_sp_prompt"].strip().splitlines()[:1] or [""]
     with ui.inputs_box(f"Prompt: {md_escape(shown[0][:70])}"):  # untrusted text in a label
         st.text_area("Prompt", value=st.session_state["_sp_prompt"], key="_sp_prompt", height=80,
-                     max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+                     max_chars=ui.server_limits().max_prompt_chars)
 
 
 def show_lanes(boxes, pair: ModelPair, spec, plain) -> None:
     for box, run, name in ((boxes[0], spec, "Speculative"), (boxes[1], plain, "Target only")):
         with box.container():
             st.markdown(f"**{name}** · {len(run.token_ids)} tokens · {run.tokens_per_second:.1f} tokens/s"
-                        + (" · done" if run.finished else ""))  # fmt: skip
+                        + (" · done" if run.finished else ""))
             st.code(pair.decode(run.token_ids) or "…", language=None, wrap_lines=True)
 
 
@@ -57,9 +57,9 @@ def show_charts(slot, spec, plain, tag: str) -> None:
     with slot.container():
         left, right = st.columns(2)
         ui.chart(charts.race_chart({run.label: timing.race_points(run) for run in (spec, plain)}),
-                 key=f"_sp_race{tag}", container=left)  # fmt: skip
+                 key=f"_sp_race{tag}", container=left)
         ui.chart(charts.cumulative_speedup_chart(timing.cumulative_speedup(spec, plain)),
-                 key=f"_sp_cum{tag}", container=right)  # fmt: skip
+                 key=f"_sp_cum{tag}", container=right)
         metrics = spec.metrics()
         if metrics is not None:
             left, right = st.columns(2)
@@ -75,7 +75,7 @@ def verdict(report: timing.SpeedupReport) -> str:
     """The race's headline in its own numbers: measured against both theories."""
     theory, measured = report.theory, report.measured
     outcome = f"{measured:.2f}× the target alone" if measured >= 1 else \
-        f"{measured:.2f}×: slower than the target alone this run"  # fmt: skip
+        f"{measured:.2f}×: slower than the target alone this run"
     words = f"**Measured: {outcome}.** This machine's theory expected {theory.on_this_machine:.2f}×"
     if theory.on_this_machine:
         gap = measured / theory.on_this_machine - 1
@@ -95,7 +95,7 @@ def show_theory(spec, plain) -> None:
     cols[1].metric("Theory (paper)", f"{theory.paper:.2f}x", help="E[tokens per pass] / (k̄c + 1)")
     cols[2].metric("Theory (this machine)", f"{theory.on_this_machine:.2f}x",
                    help="E[tokens per pass] / (k̄c + v): v is what one round costs besides drafting, "
-                   "in plain decoding steps here")  # fmt: skip
+                   "in plain decoding steps here")
     cols[3].metric("α (acceptance)", f"{theory.alpha:.2f}", help="accepted drafts / drafts tested")
     cols[4].metric("Tokens per target pass", f"{report.tokens_per_pass:.2f}")
     st.markdown(verdict(report))
@@ -111,7 +111,7 @@ def show_theory(spec, plain) -> None:
 
 
 def race(pair: ModelPair, prompt_ids: list[int], settings: Settings, clicked: bool, lanes, note,
-         slot) -> None:  # fmt: skip
+         slot) -> None:
     """Run the race when clicked (saving it after every pass, so Stop keeps it), then show the saved one.
     `note`: under the two texts, why they differ (above temperature 0)."""
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
@@ -147,7 +147,7 @@ def gamma_sweep(pair: ModelPair, prompt_ids: list[int], settings: Settings, clic
         "at γ = 1…8 (target-only once as the baseline)."
     )
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings.sampling,
-           settings.max_new_tokens, settings.seed)  # any γ  # fmt: skip
+           settings.max_new_tokens, settings.seed)  # any γ
     sweeps = st.session_state["_sp_sweeps"]
     if clicked:
         warm(pair.target.name, pair.drafter_name, pair, tuple(prompt_ids))
@@ -155,7 +155,7 @@ def gamma_sweep(pair: ModelPair, prompt_ids: list[int], settings: Settings, clic
             timing.gamma_sweep(pair, prompt_ids, settings, SWEEP_GAMMAS), len(SWEEP_GAMMAS),
             lambda row: f"γ = {row['gamma']}: {row['speedup']:.2f}x", "_sp_stop",
             lambda rows, finished: sweeps.__setitem__(key, (list(rows), finished)),
-        )  # fmt: skip
+        )
     if key not in sweeps or not sweeps[key][0]:
         return
     rows, finished = sweeps[key]
@@ -194,7 +194,7 @@ pair = ui.require_pair()
 settings, prompt_ids = ui.require_prompt(pair, st.session_state["_sp_prompt"])
 ui.note(f"Drafter: **{drafter_words(pair.drafter_name)}** · γ = {settings.gamma} · temperature "
            f"{settings.sampling.temperature:g} · up to {settings.max_new_tokens} tokens "
-           "(sidebar)")  # fmt: skip
+           "(sidebar)")
 race_clicked, sweep_clicked = controls()
 lanes = [column.empty() for column in st.columns(2)]  # replaced on every pass, not appended
 texts_slot = st.empty()  # under the texts: why they differ, above temperature 0

@@ -24,7 +24,7 @@ def figures_so_far(figures: dict[str, float]) -> None:
     """While the live run goes on: each engine's figure as its stage ends."""
     cols = st.columns(4)
     for col, name in zip(cols, (stack.TRANSFORMERS_ALONE, stack.TRANSFORMERS_ASSISTED, stack.SPECDEC_ALONE,
-                                stack.SPECDEC_SPECULATIVE), strict=True):  # fmt: skip
+                                stack.SPECDEC_SPECULATIVE), strict=True):
         col.metric(name, f"{figures[name]:.1f} tok/s" if name in figures else "…")
 
 
@@ -52,7 +52,7 @@ st.code(stack.transformers_code(shown_target, shown_assistant, settings), langua
 if bundled_draft:
     st.caption("`./smollm2-draft` is the trained draft as a standard transformers folder: "
                "`python -m specdec export-draft ./smollm2-draft` writes it (a full-vocabulary head, "
-               "no specdec code needed to load it).")  # fmt: skip
+               "no specdec code needed to load it).")
 run_key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
 pace = f"stack:{pair.target.name}:{pair.drafter_name}"  # seconds per new token, all stages together
 weights = stack.stage_weights(settings)
@@ -64,14 +64,14 @@ if ui.run_stop_buttons("Run it on this prompt", "b_stack_run", "b_stack_stop", "
             lambda step: f"{step.stage}: done", "_stack_stop",
             lambda steps, finished: st.session_state.__setitem__("stack_run", steps[-1].run),
             weights, draw=lambda steps: figures_so_far(steps[-1].figures), pace_key=pace,
-        )  # fmt: skip
+        )
     except SpecDecError as error:
         st.error(str(error), icon=":material/error:")
 run = st.session_state.get("stack_run")
 if run is None:
     st.info("Press **Run it on this prompt**: the same prompt and settings, through transformers and "
             "through specdec. Each runs with and without speculation "
-            f"({ui.estimate_text(pace, sum(weights))}).")  # fmt: skip
+            f"({ui.estimate_text(pace, sum(weights))}).")
 else:
     cols = st.columns(4)
     cols[0].metric("transformers, target alone", f"{run.transformers_target_only:.1f} tok/s")
@@ -89,22 +89,22 @@ else:
         verdict = "the same tokens as" if run.same_text else "different tokens from"
         st.caption(f"Greedy: transformers' assisted output has {verdict} the target decoding alone.")
     lookup = " (with n-gram lookup first, which transformers has no way to combine with a model)" \
-        if pair.lookup_first else ""  # fmt: skip
+        if pair.lookup_first else ""
     st.caption(f"transformers drafted with {run.assistant}; specdec with the sidebar's drafter{lookup}. Each "
                f"figure is one run on this server ({run.device}, both engines alike), timed one after "
-               "another: expect noise.")  # fmt: skip
+               "another: expect noise.")
 
 st.subheader("vLLM")
 st.code(stack.vllm_command(shown_target, shown_assistant, settings.gamma), language="bash")
 st.caption(f"Needs a CUDA GPU (or vLLM's CPU build), vLLM, and the target and draft as transformers "
            f"folders or hub ids. `draft_model` drafts with a small model, `ngram` copies from the prompt, "
-           f"`eagle` runs a feature head like this app's. {NOT_RUN_HERE}")  # fmt: skip
+           f"`eagle` runs a feature head like this app's. {NOT_RUN_HERE}")
 
 st.subheader("llama.cpp")
 if target_name == BUNDLED_TARGET:
     draft_gguf = f"./smollm2-draft/{stack.GGUF_NAME}"
     commands = "\n".join([stack.TARGET_GGUF_HINT, stack.DRAFT_GGUF_HINT,
-                          stack.llamacpp_command(settings.gamma, draft_gguf)])  # fmt: skip
+                          stack.llamacpp_command(settings.gamma, draft_gguf)])
     st.code(commands, language="bash")
     st.caption("Needs llama.cpp built (`llama-server`) and both models as GGUF files. The target's is the "
                "bundled Q4_1 file; the draft's comes from `export-draft --gguf` (F32, llama.cpp's tensor "
@@ -126,9 +126,9 @@ else:
     counts = engine_counts(run.speculative.traces, run.speculative.seconds)
     st.markdown("This run's rounds, as each engine would log them:")
     st.code(f"# vLLM\n{vllm_line(counts)}\n\n# llama.cpp (llama-server)\n{llamacpp_lines(counts)}\n\n"
-            f"# SGLang\n{sglang_line(counts)}", language="text", wrap_lines=True)  # fmt: skip
+            f"# SGLang\n{sglang_line(counts)}", language="text", wrap_lines=True)
     rows = [{"engine": t.engine, "figure": t.figure, "value": t.value, "computed as": t.formula,
-             "in this app": t.here} for t in translations(counts)]  # fmt: skip
+             "in this app": t.here} for t in translations(counts)]
     st.table(pd.DataFrame(rows), hide_index=True)  # a table: long cells wrap instead of being cut off
     st.markdown("**Two traps.** Answer from the lines above.")
     for number, question in enumerate(trap_questions(counts)):
@@ -142,7 +142,7 @@ else:
 
 st.subheader("Can it draft for this target?")
 st.markdown(f"Name a model: a Hugging Face id in this server's cache, or a folder. The pair check reads its "
-            f"tokenizer and compares it with **{target_name}**'s.")  # fmt: skip
+            f"tokenizer and compares it with **{target_name}**'s.")
 with st.form("pair_check"):
     name = st.text_input("Draft model", placeholder="HuggingFaceTB/SmolLM2-135M or /path/to/folder")
     checked = st.form_submit_button("Check")

@@ -142,7 +142,7 @@ def _branch_question(trace, labels: dict[int, str], greedy: bool, on_reveal) -> 
     with st.container(border=True):
         st.markdown(f"**Your turn.** The target has checked the whole tree in one pass, but you cannot see "
                     f"how yet. **Which branch survives?** The first position has {len(options) - 1} "
-                    "candidates, tested in turn.")  # fmt: skip
+                    "candidates, tested in turn.")
         if greedy:
             st.caption("Temperature 0: the candidate that is the target's most likely token is kept, if "
                        "one is.")

@@ -16,7 +16,7 @@ REDRAW_EVERY = 6  # passes between chart redraws while racing
 def _chart(slot, runs: dict, tag: str) -> None:
     with slot.container():
         ui.chart(charts.race_chart({label: timing.race_points(run) for label, run in runs.items()}),
-                 key=f"_sp_tree_race{tag}")  # fmt: skip
+                 key=f"_sp_tree_race{tag}")
 
 
 def tree_section(pair, prompt_ids: list[int], settings) -> None:
@@ -34,7 +34,7 @@ def tree_section(pair, prompt_ids: list[int], settings) -> None:
     if ui.run_stop_buttons("Race tree against chain", "b_tree_race", "b_tree_stop", "_sp_tree_stop"):
         runs = {}
         for passes, runs in enumerate(timing.race_lanes(tree_race.tree_lanes(pair, settings), prompt_ids),
-                                      start=1):  # fmt: skip
+                                      start=1):
             results[key] = (runs, False)
             if passes % REDRAW_EVERY == 0:
                 _chart(slot, runs, str(passes))
@@ -52,7 +52,7 @@ def tree_section(pair, prompt_ids: list[int], settings) -> None:
     rows = tree_race.lane_rows(runs)
     st.table([{"lane": row["lane"], "tokens": row["tokens"], "tokens/s": f"{row['tokens_per_second']:.1f}",
                "speed-up": f"{row['speedup']:.2f}×", "target passes": row["passes"],
-               "tokens per pass": f"{row['tokens_per_pass']:.2f}"} for row in rows])  # fmt: skip
+               "tokens per pass": f"{row['tokens_per_pass']:.2f}"} for row in rows])
     tree_row = rows[0]
     if not tree_row["trees"]:
         st.info("This drafter drafted no tree: trees are drafted by a draft model (the n-gram lookup and "
@@ -62,4 +62,4 @@ def tree_section(pair, prompt_ids: list[int], settings) -> None:
     ratio = tree_row["tokens_per_second"] / chain["tokens_per_second"] if chain["tokens_per_second"] else 0
     st.markdown(f"**The tree gave {tree_row['tokens_per_pass']:.2f} tokens per target pass against the "
                 f"chain's {chain['tokens_per_pass']:.2f}**, and ran at {ratio:.2f}× the chain's speed on "
-                "this machine (one run each: a few percent is noise).")  # fmt: skip
+                "this machine (one run each: a few percent is noise).")

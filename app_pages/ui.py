@@ -107,7 +107,7 @@ def run_stop_buttons(label: str, run_key: str, stop_key: str, stop_flag: str) ->
 
 
 def quick_full_buttons(quick: tuple[str, str], full: tuple[str, str], stop_key: str,
-                       stop_flag: str) -> str | None:  # fmt: skip
+                       stop_flag: str) -> str | None:
     """A long experiment's three buttons: the quick run (primary: the page's default answer), the full
     run one click more, and Stop (as run_stop_buttons). `quick`, `full`: (label, key). Returns "quick",
     "full" or None."""
@@ -166,7 +166,7 @@ def run_with_progress(
     steps: Iterator, total: int, describe: Callable[[object], str], stop_flag: str,
     save: Callable[[list, bool], None], weights: Sequence[float] | None = None,
     draw: Callable[[list], None] | None = None, pace_key: str | None = None,
-) -> list:  # fmt: skip
+) -> list:
     """Drive a long measurement with a progress bar and the time left, saving what it has after every
     step.
 
@@ -225,7 +225,7 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
             "sd-new" if t.round_index == new_round else "",
             ORIGIN_STYLE[t.origin],
             title=f"{t.label} · {t.detail}",
-        )  # fmt: skip
+        )
         for t in tokens
     ]
     return f'<div class="sd-line">{"".join(chips)}</div>'
@@ -248,7 +248,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
             title += " (dropped by the roll-back)" if cell.dropped else ""
             title_attr = html.escape(title, quote=True)
             cells.append(f'<span class="sd-cell {kinds[cell.kind]}{dropped}" title="{title_attr}">'
-                         f"{html.escape(text)}</span>")  # fmt: skip
+                         f"{html.escape(text)}</span>")
         lines.append(f"<div><b>{row.model} cache: {steps}</b>{''.join(cells)}</div>")
     key = (
         '<div class="sd-legend">'
@@ -256,7 +256,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
             ("sd-read", "read this round"), ("sd-drafted", "drafted"), ("sd-unfed", "proposed, never fed"),
             ("sd-sibling", "second choice"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
         + "</div>"
-    )  # fmt: skip
+    )
     return f'<div class="sd-cache">{"".join(lines)}{key}</div>'
 
 

@@ -86,9 +86,9 @@ def choose_prompt() -> str:
         st.selectbox(
             "Copy-heavy prompts", range(len(prompts)), format_func=lambda i: prompts[i][:90], index=None,
             key="_va_pick", on_change=use_prompt, placeholder="pick one, or edit below",
-        )  # fmt: skip
+        )
         st.text_area("Prompt", value=st.session_state["_va_prompt"], key="_va_prompt", height=110,
-                     max_chars=ui.server_limits().max_prompt_chars)  # fmt: skip
+                     max_chars=ui.server_limits().max_prompt_chars)
     return st.session_state["_va_prompt"]
 
 
@@ -98,7 +98,7 @@ def race_settings(settings: Settings) -> Settings:
     temperature = st.number_input(
         "Temperature (this race)", 0.0, 2.0, 0.0, step=0.1, key="_va_temp",
         help="0 = greedy: the target copies where the prompt asks it to, which is where lookup shines",
-    )  # fmt: skip
+    )
     return replace(settings, sampling=replace(settings.sampling, temperature=float(temperature)))
 
 
@@ -118,7 +118,7 @@ def lookup_words(rows: list[dict], temperature: float) -> str:
 def compare(pair: ModelPair, lanes: dict, prompt_ids: list[int], settings: Settings, clicked: bool, slot):
     """Runs the race live when clicked (redrawing `slot`); returns (rows, finished, runs) if run."""
     key = (pair.target.name, tuple((label, p.drafter_name) for label, (p, _, _) in lanes.items()),
-           tuple(prompt_ids), settings)  # fmt: skip
+           tuple(prompt_ids), settings)
     results = st.session_state["_va_results"]
     if clicked:
         runs = {}

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     pair = ModelPair.load(drafter=BUNDLED_DRAFT)
     settings = Settings(gamma=6, sampling=SamplingConfig(temperature=0.0), max_new_tokens=args.max_new_tokens,
-                        adaptive=False)  # fmt: skip
+                        adaptive=False)
     drafts = {}  # kind -> [(q, kept)] of the drafts that faced the test
     for index in range(args.first_index, args.first_index + args.prompts):
         kind, prompt = campaign_prompt(index)

@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     shipped = ModelPair.load(drafter=BUNDLED_DRAFT)
     pairs = {"reduced head (shipped)": shipped,
-             "full head (exported)": shipped.with_drafter(str(exported_draft_folder()))}  # fmt: skip
+             "full head (exported)": shipped.with_drafter(str(exported_draft_folder()))}
     context = shipped.encode_prompt(PROMPT, chat=True) * 2  # ~100 tokens of context
     runs: dict[str, list[dict]] = {label: [] for label in pairs}
     for _ in range(args.rounds):

@@ -229,7 +229,7 @@ def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
 
 def features(answers: list[Answer]) -> tuple[torch.Tensor, torch.Tensor]:
     rows = [[q, second, entropy] for a in answers for q, second, entropy in
-            zip(a.draft_q, a.draft_second, a.draft_entropy, strict=True)]  # fmt: skip
+            zip(a.draft_q, a.draft_second, a.draft_entropy, strict=True)]
     return torch.tensor(rows), torch.tensor([kept for a in answers for kept in a.kept], dtype=torch.float)
 
 
@@ -262,7 +262,7 @@ def check(pair: ModelPair, answers: list[Answer], max_new_tokens: int) -> None:
         row = totals[answer.kind]
         for i, value in enumerate((len(traces), sum(t.num_drafted for t in traces),
                                    sum(t.num_accepted for t in traces), len(rounds),
-                                   sum(d for d, _ in rounds), sum(k for _, k in rounds))):  # fmt: skip
+                                   sum(d for d, _ in rounds), sum(k for _, k in rounds))):
             row[i] += value
     for kind, row in totals.items():
         print(f"{kind:<12} {str(row[:3]):>30} {str(row[3:]):>30}")
@@ -297,7 +297,7 @@ def main() -> None:
         parser.error("--check needs SPECDEC_PASS_COSTS: the engine's prices must not move with the clock")
     pair = ModelPair.load()
     held_out = [(name, prompt) for name, path in HELD_OUT_PROMPT_SETS.items()
-                for prompt in json.loads(path.read_text())["prompts"]]  # fmt: skip
+                for prompt in json.loads(path.read_text())["prompts"]]
     held_out_answers = record(pair, held_out, args.max_new_tokens)
     if args.check:
         check(pair, held_out_answers, args.max_new_tokens)
@@ -316,11 +316,11 @@ def main() -> None:
     for group, answers in (("held-out sets", held_out_answers), ("campaign prompts, replay half", replayed)):
         for cpu, costs in PASS_COSTS.items():
             table = {rule: speeds(answers, rule, costs, args.draft_cost, calibrated, args.max_new_tokens)
-                     for rule in RULES}  # fmt: skip
+                     for rule in RULES}
             for gamma, threshold in args.lengths:
                 table[f"default {gamma}:{threshold}"] = speeds(answers, "default", costs, args.draft_cost,
                                                                calibrated, args.max_new_tokens, gamma,
-                                                               threshold)  # fmt: skip
+                                                               threshold)
             kinds = list(table["default"])
             print(f"\n{group}, {cpu}, draft call {args.draft_cost} plain steps: speed over the target alone")
             print(f"{'rule':<17} " + " ".join(f"{kind:>10}" for kind in kinds))

@@ -33,7 +33,7 @@ from specdec.models.pair import ModelPair  # noqa: E402
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET  # noqa: E402
 
 OTHER_PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, a small robot",
-                 "1, 2, 3, 4, 5,", "My favourite fruit is"]  # fmt: skip
+                 "1, 2, 3, 4, 5,", "My favourite fruit is"]
 
 
 def timed_steps(steps, weights: list[float]) -> dict:
@@ -66,7 +66,7 @@ def guarantee_runs(pair: ModelPair) -> list[dict]:
                     "control_caught": control and not control.inside,
                     "draft_tv": tally.draft_tv and round(tally.draft_tv, 3),
                     "words": guarantee.verdict_words(tally, 200), "eta_after_5": run["eta_vs_actual"][4],
-                    "eta_after_1": run["eta_vs_actual"][0]})  # fmt: skip
+                    "eta_after_1": run["eta_vs_actual"][0]})
         print(json.dumps(out[-1]), flush=True)
     return out
 
@@ -79,7 +79,7 @@ def batch_run(pair: ModelPair, prompts: list[str], plan: dict, label: str) -> di
     points = [v for kind, v in run["items"] if kind == "batch"]
     result = {"label": label, "seconds": round(run["total"], 1), "first_step": round(run["first_step"], 1),
               "ratios": {p.batch_size: round(p.ratio, 2) for p in points},
-              "crossover": batching.crossover(points), "eta_vs_actual": run["eta_vs_actual"][:6]}  # fmt: skip
+              "crossover": batching.crossover(points), "eta_vs_actual": run["eta_vs_actual"][:6]}
     print(json.dumps(result), flush=True)
     return result
 

@@ -119,7 +119,7 @@ def idle_curve(pair: ModelPair) -> tuple[None, str]:
 
 def run_command(args: list[str], env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+                          env={**os.environ, **(env or {})})
 
 
 def last_line(done: subprocess.CompletedProcess) -> str:
@@ -136,7 +136,7 @@ def bench_two_sets(budget: Budget, work: Path) -> tuple[bool, str]:
     output = work / "bench.json"
     done = run_command(["-m", "specdec", "bench", "--race", LOOKUP_FIRST + BUNDLED_DRAFT, "--temperature",
                         "0", "--repeats", "1", "--no-hf", "--max-new-tokens", str(budget.new_tokens),
-                        "--json", "--output", str(output), *sets])  # fmt: skip
+                        "--json", "--output", str(output), *sets])
     if done.returncode != 0:
         return False, last_line(done)
     report = json.loads(output.read_text())

@@ -60,7 +60,7 @@ def main() -> None:
         pairs[name] = pair
         print(f"{name}: figures {source}; target layout {layout_of(pair.target.model)}, pass costs "
               f"{[round(c, 2) for c in pair.target.pass_costs]}; draft {pair.draft.describe()}",
-              file=sys.stderr, flush=True)  # fmt: skip
+              file=sys.stderr, flush=True)
     speculative = replace(Method("speculative", SPECULATIVE, default_drafter(BUNDLED_TARGET)), adaptive=True)
     methods = [(name, method) for name in pairs for method in (Method(TARGET_ONLY, TARGET_ONLY), speculative)]
     for name, method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers

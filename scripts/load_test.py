@@ -79,7 +79,7 @@ async def _idle(page) -> None:
 async def run_session(browser, url: str, clicks: int, params: dict[str, str],
                       ready: asyncio.Barrier | None = None, cpu_marks: list | None = None,
                       server_pid: int | None = None, done: asyncio.Barrier | None = None,
-                      failure_shots: Path | None = None) -> SessionResult:  # fmt: skip
+                      failure_shots: Path | None = None) -> SessionResult:
     """Open the round view, then (once every session is open, if `ready` is given) click Step."""
     result = SessionResult()
     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -146,7 +146,7 @@ async def open_long_prompt(browser, url: str, params: dict[str, str], chars: int
 async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
                    long_prompt_chars: int = 0, cpu_marks: list | None = None,
                    server_pid: int | None = None, failure_shots: Path | None = None,
-                   ) -> tuple[list[SessionResult], float | None]:  # fmt: skip
+                   ) -> tuple[list[SessionResult], float | None]:
     """-> (each stepping session's result, seconds the long-prompt session took to open, if any).
     `cpu_marks` gets the CPU times (cpu_seconds) when the stepping starts and when it ends; a session
     that fails leaves a screenshot of its page in `failure_shots`, if given."""
@@ -158,7 +158,7 @@ async def run_load(url: str, sessions: int, clicks: int, params: dict[str, str],
             ready = asyncio.Barrier(sessions)
             done = asyncio.Barrier(sessions)
             steppers = [run_session(browser, url, clicks, params, ready, cpu_marks, server_pid, done,
-                                    failure_shots) for _ in range(sessions)]  # fmt: skip
+                                    failure_shots) for _ in range(sessions)]
             if not long_prompt_chars:
                 return list(await asyncio.gather(*steppers)), None
             long_one = asyncio.create_task(open_long_prompt(browser, url, params, long_prompt_chars))
@@ -188,7 +188,7 @@ def cpu_seconds(server_pid: int | list[int] | None) -> dict[str, float]:
     ours = descendants(os.getpid(), {pid: parent for pid, (parent, _, _) in processes.items()})
     browsers = [pid for pid in ours if "chrom" in processes[pid][1].lower()]
     return {"browsers": sum(processes[pid][2] for pid in browsers),
-            "server": sum(processes[pid][2] for pid in servers if pid in processes)}  # fmt: skip
+            "server": sum(processes[pid][2] for pid in servers if pid in processes)}
 
 
 def descendants(root: int, parents: dict[int, int]) -> set[int]:
@@ -226,7 +226,7 @@ def report(results: list[SessionResult], log_text: str | None) -> tuple[str, boo
     if latencies:
         lines.append(f"click -> round shown: median {statistics.median(latencies):.2f} s, "
                      f"p95 {percentile(latencies, 0.95):.2f} s, max {max(latencies):.2f} s "
-                     f"({len(latencies)} clicks)")  # fmt: skip
+                     f"({len(latencies)} clicks)")
     ok = True
     for number, r in enumerate(results, start=1):
         same = r.rounds == r.clicks and r.error is None
@@ -257,7 +257,7 @@ def table_row(sessions: int, results: list[SessionResult], cpu_ms: dict[str, flo
     """One Markdown table row: the run's figures, for docs/LOG.md."""
     latencies = [s for r in results for s in r.latencies]
     timing = (f"{statistics.median(latencies):.2f} s / {percentile(latencies, 0.95):.2f} s / "
-              f"{max(latencies):.2f} s") if latencies else "–"  # fmt: skip
+              f"{max(latencies):.2f} s") if latencies else "–"
     cpu = f"{cpu_ms['browsers']:.0f} ms / {cpu_ms['server']:.0f} ms" if cpu_ms else "–"
     rounds = f"{sum(r.rounds for r in results)} of {sum(r.clicks for r in results)}"
     cells = [f"{sessions}", f"{len(latencies)}", timing, cpu, rounds,
@@ -299,18 +299,18 @@ def main(argv: list[str] | None = None) -> int:
                        help="start the app here on a free port, warm it with one Step, stop it at the end")
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--clicks", type=int, default=5, help="Steps per session (the run ends at 64 "
-                        "tokens by default: about 12 Steps on code)")  # fmt: skip
+                        "tokens by default: about 12 Steps on code)")
     parser.add_argument("--repeat", type=int, default=1, help="run the class this many times, in fresh "
-                        "sessions, and pool the clicks")  # fmt: skip
+                        "sessions, and pool the clicks")
     parser.add_argument("--prompt", help="the round view's prompt (default: the page's own)")
     parser.add_argument("--temperature", type=float,
-                        help="open the round view at this temperature (default: the app's own)")  # fmt: skip
+                        help="open the round view at this temperature (default: the app's own)")
     parser.add_argument("--server-log", type=Path, help="the server's output, searched for tracebacks")
     parser.add_argument("--long-prompt-chars", type=int, default=0,
-                        help="one more session opens a prompt this long while the others step")  # fmt: skip
+                        help="one more session opens a prompt this long while the others step")
     parser.add_argument("--server-pid", type=int, action="append",
                         help="the server's process id (repeat it for each replica): also print "
-                             "its CPU time per click")  # fmt: skip
+                             "its CPU time per click")
     args = parser.parse_args(argv)
     params = {"seed": "0"} | ({"prompt": args.prompt} if args.prompt else {})
     if args.temperature is not None:  # 0: greedy rounds, with second choices beside the drafts

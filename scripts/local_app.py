@@ -20,7 +20,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -46,23 +46,23 @@ def healthy(url: str) -> bool:
 
 @contextlib.contextmanager
 def app_server(log_path: Path, env: dict[str, str] | None = None, timeout: float = 300.0,
-               start_script: bool = False):  # fmt: skip
+               start_script: bool = False):
     """-> LocalApp once the server answers its health check (the models load afterwards, in the
     background: a page says when they are in). Always stopped on exit.
 
     `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
     port = free_port()
     options = ["--server.port", str(port), "--server.address", "127.0.0.1",
-               "--server.fileWatcherType", "none"]  # fmt: skip
+               "--server.fileWatcherType", "none"]
     if start_script:
         command = ["./start.sh", *options]
     else:
         command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py",
-                   "--server.headless", "true", "--browser.gatherUsageStats", "false", *options]  # fmt: skip
+                   "--server.headless", "true", "--browser.gatherUsageStats", "false", *options]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                  stderr=subprocess.STDOUT, start_new_session=True)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + timeout
@@ -95,7 +95,7 @@ def timed_click(page, button: str, done, milestone: str | None = None, timeout_m
     started = time.monotonic()
     page.locator(MAIN).get_by_role("button", name=button, exact=True).click()
     page.wait_for_function("([charts, before]) => document.querySelectorAll(charts).length > before",
-                           arg=[CHARTS, charts], timeout=timeout_ms, polling=100)  # fmt: skip
+                           arg=[CHARTS, charts], timeout=timeout_ms, polling=100)
     figures = {"click_to_first_chart_s": round(time.monotonic() - started, 1)}
     if milestone:
         page.get_by_text(milestone).first.wait_for(timeout=timeout_ms)

@@ -43,7 +43,7 @@ class View:
 
 PLAIN = View(IMAGES, {"width": 1280, "height": 800}, None, {})
 PRESENTER = View(IMAGES / "presenter", {"width": 1920, "height": 1080}, (1280, 720),
-                 {"presenter": "1", "seed": "0"})  # fmt: skip
+                 {"presenter": "1", "seed": "0"})
 
 
 def wait_idle(page) -> None:
@@ -120,7 +120,7 @@ def three_rounds_at_stage_3(page, url: str, view: View, **link: str) -> None:
 def round_view(page, url: str) -> Path:
     # A code prompt, greedy, a fixed seed: the picture shows the same rounds each time.
     three_rounds_at_stage_3(page, url, PLAIN, temperature="0", seed="0", prompt="Write a Python function "
-                            "that checks whether a string is a palindrome.")  # fmt: skip
+                            "that checks whether a string is a palindrome.")
     scroll_to(page, page.get_by_role("radio", name="3 · Accept?", exact=True), 150)
     return save(page, PLAIN, "round-view.png")
 
@@ -185,7 +185,7 @@ def speedup(page, url: str) -> Path:
 
 PICTURES = {"round-view": round_view, "guarantee": guarantee_playground}
 PRESENTER_PICTURES = {"home": home, "rounds": rounds, "guarantee": guarantee, "code-vs-prose": code_vs_prose,
-                      "speedup": speedup}  # fmt: skip
+                      "speedup": speedup}
 
 
 def models_loaded(page, url: str) -> None:
@@ -202,7 +202,7 @@ def main() -> int:
                         help="the lesson's five pages in presenter mode, docs/images/presenter/")
     parser.add_argument("--only", nargs="+", metavar="PICTURE",
                         help=f"renew these alone: {', '.join(PICTURES)}; with --presenter: "
-                             f"{', '.join(PRESENTER_PICTURES)}")  # fmt: skip
+                             f"{', '.join(PRESENTER_PICTURES)}")
     args = parser.parse_args()
     pictures, view = (PRESENTER_PICTURES, PRESENTER) if args.presenter else (PICTURES, PLAIN)
     unknown = sorted(set(args.only or ()) - set(pictures))

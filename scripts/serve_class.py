@@ -139,13 +139,13 @@ def start_replica(replica: Replica, log_dir: Path, streamlit_args: list[str]) ->
     command = [str(ROOT / ".venv" / "bin" / "streamlit"), "run", "app.py",
                "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none", "--server.address", replica.host,
-               "--server.port", str(replica.port), *streamlit_args]  # fmt: skip
+               "--server.port", str(replica.port), *streamlit_args]
     env = {**os.environ, "OMP_NUM_THREADS": str(replica.threads)}
     log = open(log_dir / f"{replica.name}.log", "w")  # noqa: SIM115 - the child keeps it
     try:  # its own process group: Ctrl-C reaches the launcher only, which stops each group
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True,
-                                preexec_fn=lambda: _child_setup(replica.cores))  # fmt: skip
+                                preexec_fn=lambda: _child_setup(replica.cores))
     finally:
         log.close()
 
@@ -202,12 +202,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--replicas", type=int, default=2, help="app processes to start here (default 2)")
     parser.add_argument("--port", type=int, default=8501,
-                        help="the port students open (default 8501); replicas use the next")  # fmt: skip
+                        help="the port students open (default 8501); replicas use the next")
     parser.add_argument("--address", default="0.0.0.0",
-                        help="where the balancer listens (default 0.0.0.0: every interface)")  # fmt: skip
+                        help="where the balancer listens (default 0.0.0.0: every interface)")
     parser.add_argument("--threads", type=int, default=1, help="threads per replica (default 1)")
     parser.add_argument("--backend", action="append", default=[], metavar="HOST:PORT",
-                        help="balance over an app server on another machine instead (repeat it)")  # fmt: skip
+                        help="balance over an app server on another machine instead (repeat it)")
     parser.add_argument("--log-dir", type=Path, help="where the logs go (default: a new temporary folder)")
     parser.add_argument("--print-config", action="store_true", help="print HAProxy's configuration and exit")
     own, rest = list(sys.argv[1:] if argv is None else argv), []
@@ -229,7 +229,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def start_replicas(replicas: list[Replica], log_dir: Path, streamlit_args: list[str],
-                   local: dict[str, subprocess.Popen]) -> str | None:  # fmt: skip
+                   local: dict[str, subprocess.Popen]) -> str | None:
     """Start each replica into `local` and wait until all answer /_stcore/health; -> an error, if any."""
     for replica in replicas:
         local[replica.name] = start_replica(replica, log_dir, streamlit_args)
@@ -241,7 +241,7 @@ def start_replicas(replicas: list[Replica], log_dir: Path, streamlit_args: list[
         time.sleep(0.5)
     for replica in replicas:  # each loads its models now, not when its first student arrives
         subprocess.Popen([sys.executable, str(ROOT / "scripts" / "warm_server.py"), "--server.port",
-                          str(replica.port)], start_new_session=True)  # fmt: skip
+                          str(replica.port)], start_new_session=True)
     return None
 
 
@@ -253,7 +253,7 @@ def start_balancer(haproxy: str, log_dir: Path) -> subprocess.Popen | str:
         return f"HAProxy refused its configuration:\n{check.stderr}"
     with open(log_dir / "haproxy.log", "w") as log:
         return subprocess.Popen([haproxy, "-db", "-f", config], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: _child_setup(None))  # fmt: skip
+                                start_new_session=True, preexec_fn=lambda: _child_setup(None))
 
 
 def supervise(balancer: subprocess.Popen, local: dict[str, subprocess.Popen], log_dir: Path) -> int:
@@ -262,7 +262,7 @@ def supervise(balancer: subprocess.Popen, local: dict[str, subprocess.Popen], lo
         for name, process in list(local.items()):
             if process.poll() is not None:
                 print(f"replica {name} stopped (exit status {process.returncode}); its students "
-                      "reconnect to the others and start their rounds again", flush=True)  # fmt: skip
+                      "reconnect to the others and start their rounds again", flush=True)
                 del local[name]
                 if not local:
                     print("serve_class: every replica has stopped", file=sys.stderr)
@@ -321,7 +321,7 @@ def fail(message: str) -> int:
 def print_banner(args, replicas: list[Replica], local: dict[str, subprocess.Popen], log_dir: Path) -> None:
     host = lan_address() if args.address in ("0.0.0.0", "::") else args.address
     lines = [f"Students open: http://{host}:{args.port}",
-             f"  (on this machine: http://localhost:{args.port})"]  # fmt: skip
+             f"  (on this machine: http://localhost:{args.port})"]
     for r in replicas:
         where = f"http://{r.host}:{r.port}"
         if r.name in local:

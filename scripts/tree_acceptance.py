@@ -85,14 +85,14 @@ def measure(pair: ModelPair, temperature: float, prompts: int, tokens: int) -> d
         for index, prompt in enumerate(json.loads(path.read_text())["prompts"][:prompts]):
             ids = pair.encode_prompt(prompt, chat=True, max_new_tokens=tokens)
             steps = target_only_steps(pair.new_target(), ids, sampling, torch.Generator().manual_seed(index),
-                                      tokens, pair.stop_token_ids)  # fmt: skip
+                                      tokens, pair.stop_token_ids)
             text = ids + [s.token for s in steps]
             start = len(ids) - 1  # the logits at position start predict the first new token
             p = warp_probs(CachedModel(pair.target.model, vocab).extend(text[:-1])[start:], sampling)
             draft = CachedModel(pair.draft.model, vocab, pair.draft.reduced_head)
             q = warp_probs(draft.extend(text[:-1])[start:], sampling)
             betas = [position_betas(p[j].cpu(), q[j].cpu(), sampling.greedy, generator)
-                     for j in range(len(p))]  # fmt: skip
+                     for j in range(len(p))]
             s, w = by_depth(betas)
             for d in range(DEPTHS):
                 weights[d] += w[d]

@@ -48,7 +48,7 @@ def server_url(argv: list[str]) -> str:
 async def run_once(url: str) -> None:
     """One session: the frame's script runs to its end (it starts the models' load), then it closes."""
     async with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-                       max_size=None, open_timeout=30) as socket:  # fmt: skip
+                       max_size=None, open_timeout=30) as socket:
         rerun = BackMsg()
         rerun.rerun_script.query_string = ""
         rerun.rerun_script.page_script_hash = ""
@@ -67,7 +67,7 @@ def main() -> None:
     while not healthy(url):
         if time.monotonic() - started > WAIT_FOR_SERVER_S:
             print(f"warm_server: {url} did not answer; the first visitor will load the models",
-                  file=sys.stderr)  # fmt: skip
+                  file=sys.stderr)
             return
         time.sleep(0.3)
     try:

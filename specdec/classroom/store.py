@@ -54,7 +54,7 @@ classes = Table(
     Column("key_hash", String(64), nullable=False),
     Column("opened_at", Float, nullable=False),
     Column("closed_at", Float),
-)  # fmt: skip
+)
 questions = Table(
     "specdec_questions", metadata,
     Column("class_code", String(8), primary_key=True),
@@ -63,7 +63,7 @@ questions = Table(
     Column("state", String(10), nullable=False),
     Column("opened_at", Float, nullable=False),
     Column("truth", Text),  # on reveal: the measured answer, a JSON list of numbers
-)  # fmt: skip
+)
 answers = Table(
     "specdec_answers", metadata,
     Column("class_code", String(8), nullable=False),
@@ -73,7 +73,7 @@ answers = Table(
     Column("nickname", String(24), nullable=False, default=""),
     Column("answered_at", Float, nullable=False),
     UniqueConstraint("class_code", "question_id", "browser_id", name="one_answer_per_browser"),
-)  # fmt: skip
+)
 
 
 def default_url() -> str:
@@ -305,7 +305,7 @@ class ClassStore:
             row = self._class_row(db, code, key)
             done = db.execute(update(questions).where(
                 (questions.c.class_code == row.code) & (questions.c.question_id == _question_id(question_id)))
-                .values(state=state, truth=truth))  # fmt: skip
+                .values(state=state, truth=truth))
             if done.rowcount == 0:
                 raise SpecDecError(f"question {question_id!r} has not been asked in class {row.code}")
 

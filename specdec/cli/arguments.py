@@ -9,7 +9,7 @@ from specdec.config import SamplingConfig, Settings
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, only: tuple = (),
-                         exclude: tuple = ()) -> None:  # fmt: skip
+                         exclude: tuple = ()) -> None:
     """One --flag per setting of `config_class` (or of those named in `only`, less those in `exclude`),
     default and help from it. Nested configs (Settings.sampling) have no flag of their own."""
     for field in fields(config_class):

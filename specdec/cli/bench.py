@@ -172,7 +172,7 @@ def parse_race_lengths(text: str) -> list[RaceLength]:
 def default_method(methods: list[Method], drafter: str, adaptive: bool) -> str | None:
     """The label of the row that decodes as `generate` does by default (its drafter and draft length)."""
     return next((m.label for m in methods if m.kind == SPECULATIVE and m.drafter == drafter
-                 and m.adaptive == adaptive and not m.length_note), None)  # fmt: skip
+                 and m.adaptive == adaptive and not m.length_note), None)
 
 
 def bench_drafters(pair: ModelPair) -> list[str]:
@@ -358,7 +358,7 @@ def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings
         "temperature": settings.sampling.temperature, "top_k": settings.sampling.top_k,
         "top_p": settings.sampling.top_p, "max_new_tokens": settings.max_new_tokens, "chat": chat,
         "sets": {},
-    }  # fmt: skip
+    }
     for set_name, prompts in prompt_sets.items():
         prompt_ids = [pair.encode_prompt(prompt, chat, settings.max_new_tokens) for prompt in prompts]
         entry = {"prompts": len(prompts), "batch_sizes": {}}
@@ -369,7 +369,7 @@ def run_batch_bench(pair: ModelPair, prompt_sets: dict[str, list[str]], settings
                     "speculative_tokens_per_second": _rate(point.speculative_tokens,
                                                            point.single_sequence_seconds),
                     "batched_over_single": _rate(point.single_sequence_seconds, point.speculative_seconds),
-                }  # fmt: skip
+                }
             if log:
                 print(f"  {set_name}: B={point.batch_size} done ({point.rows} rows)", file=log)
         report["sets"][set_name] = entry

@@ -70,7 +70,7 @@ def format_bench_table(report: dict) -> str:
     held = ", ".join(f"{k}={v}" for k, v in cpu["kernels_held_to"].items())
     lines = [f"cpu: {cpu['model']} ({cpu['cores']} cores; {', '.join(extensions)})"
              + (f"; kernels held to {held}" if held else ""),
-             f"target: {report['target']}"]  # fmt: skip
+             f"target: {report['target']}"]
     if gpu := report.get("gpu"):
         lines.insert(1, f"gpu: {gpu['name']} ({gpu['memory_gib']} GiB; CUDA {gpu['cuda']}, "
                         f"torch {gpu['torch']})")
@@ -111,7 +111,7 @@ def format_batch_table(report: dict) -> str:
              f"gamma={report['gamma']} adaptive={report['adaptive']} temperature={report['temperature']} "
              f"max_new_tokens={report['max_new_tokens']} chat={report['chat']}", "",
              f"{'set':<11} {'B':>3} {'target tok/s':>12} {'spec tok/s':>10} {'ratio':>6} "
-             f"{'per row tok/s':>13} {'pass ms/row':>11}"]  # fmt: skip
+             f"{'per row tok/s':>13} {'pass ms/row':>11}"]
     for name, entry in report["sets"].items():
         for position, (size, row) in enumerate(entry["batch_sizes"].items()):
             lines.append(f"{name if position == 0 else '':<11} {size:>3} "

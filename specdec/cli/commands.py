@@ -66,7 +66,7 @@ def run_generate(args: argparse.Namespace, prompt: str) -> None:
     loaded_at, first_token_at = now(), []
     if settings.rule in LOSSY_RULES and not args.no_speculation:
         print(f"note: the {settings.rule} rule is lossy: above temperature 0 its output is not distributed "
-              "as the target's", file=sys.stderr)  # fmt: skip
+              "as the target's", file=sys.stderr)
     for sample_index in range(args.num_samples):
         settings = settings_from_args(args, seed_offset=sample_index)
         with tqdm(total=settings.max_new_tokens, unit="tok", file=sys.stderr,
@@ -327,7 +327,7 @@ def run_rules(args: argparse.Namespace) -> None:
         raise SpecDecError("rules needs --prompt (or --sweep)")
     settings = settings_from_args(args)
     trials = [replace(settings, sampling=replace(settings.sampling, temperature=t))
-              for t in _temperatures(args)]  # fmt: skip
+              for t in _temperatures(args)]
     if args.samples < 2 or not 1 <= args.tokens <= 4:
         raise SpecDecError("samples must be at least 2 and tokens 1 to 4")
     custom = CustomRule.of(args.accept, args.on_reject) if args.accept is not None else None
@@ -354,22 +354,22 @@ def _rules_at(args, pair, prompt_ids: list[int], settings, position, custom) -> 
         context = list(chosen.context)
         where = {"position": chosen.index, "context": pair.decode(context[len(prompt_ids):])}
     with tqdm(total=args.samples, unit="sample", file=sys.stderr, disable=args.json or None,
-              leave=False) as progress:  # fmt: skip
+              leave=False) as progress:
         for trial in rule_trial(pair, context, settings, args.samples, args.tokens, custom=custom):
             progress.update(trial.samples - progress.n)
     results = trial_results(trial)
     if not args.json:
         print(f"T = {settings.sampling.temperature:g}, position {where['position']} of a target sample "
-              f"(seed {settings.seed}); after the prompt: {where['context']!r}")  # fmt: skip
+              f"(seed {settings.seed}); after the prompt: {where['context']!r}")
         print(f"{'rule':16} {'lossless':>8} {'T':>5} {'alpha':>6} {'tok/pass':>8} {'speed-up':>8} "
-              f"{'TV':>6} {'floor':>6} {'chi2 p':>8} {'TV exact':>9} {'acc exact':>9}")  # fmt: skip
+              f"{'TV':>6} {'floor':>6} {'chi2 p':>8} {'TV exact':>9} {'acc exact':>9}")
     for result in results:
         row = result.to_json() | where
         if args.json:
             print(json.dumps(row), flush=True)
         else:
             exact = ("" if row["tv_exact"] is None
-                     else f" {row['tv_exact']:>9.4f} {row['acceptance_exact']:>9.3f}")  # fmt: skip
+                     else f" {row['tv_exact']:>9.4f} {row['acceptance_exact']:>9.3f}")
             print(f"{row['rule']:16} {'yes' if row['lossless'] else 'NO':>8} {row['temperature']:>5.2f} "
                   f"{row['alpha']:>6.3f} {row['tokens_per_pass']:>8.2f} {row['speedup']:>7.2f}x "
                   f"{row['tv']:>6.3f} {row['tv_noise_floor']:>6.3f} {row['chi2_p']:>8.2g}" + exact)
@@ -397,7 +397,7 @@ def run_sweep(args: argparse.Namespace) -> None:
     prompt_sets = sweep_prompt_sets(per_set=args.per_set)
     total = len(temperatures) * sum(len(prompts) for prompts in prompt_sets.values())
     with tqdm(total=total, unit="prompt", file=sys.stderr, disable=args.json or None,
-              leave=False) as progress:  # fmt: skip
+              leave=False) as progress:
         rows = []
         for row in temperature_sweep(pair, prompt_sets, settings, args.chat, temperatures):
             rows.append(row)
@@ -408,4 +408,4 @@ def run_sweep(args: argparse.Namespace) -> None:
         else:
             print(f"T={row['temperature']:<4g} {row['category']:6} alpha {row['alpha']:.3f} (expected "
                   f"{row['expected_alpha']:.3f}), {row['tokens_per_pass']:.2f} tokens/pass, "
-                  f"speed-up {row['speedup']:.2f}x over {row['prompts']} prompts")  # fmt: skip
+                  f"speed-up {row['speedup']:.2f}x over {row['prompts']} prompts")

@@ -238,7 +238,7 @@ TYPICAL_EPSILON, TYPICAL_DELTA = 0.09, 0.3
 
 
 def typical_thresholds(target_probs: torch.Tensor, epsilon: float = TYPICAL_EPSILON,
-                       delta: float = TYPICAL_DELTA) -> torch.Tensor:  # fmt: skip
+                       delta: float = TYPICAL_DELTA) -> torch.Tensor:
     """min(ε, δ·exp(-H(p))) per row, with H computed as Medusa's `evaluate_posterior` does
     (-Σ p·log(p + 1e-5)): a confident p sets a high bar, a flat one a low bar."""
     entropy = -(target_probs * torch.log(target_probs + 1e-5)).sum(dim=-1)

@@ -106,7 +106,7 @@ class BatchDrafter:
             # every draft was accepted also its last draft; after copied rounds, everything since.
             lengths = self.cached.lengths
             unseen = [rows_token_ids[row][lengths[row]:] if row in asking else []
-                      for row in range(self.cached.rows)]  # fmt: skip
+                      for row in range(self.cached.rows)]
             logits = self.cached.extend(unseen, keep=LAST)
             first = {row: logits[row] for row in asking}
 

@@ -117,7 +117,7 @@ def batch_speculative_rounds(
         #    then the single loop's step 3 (core.rounds.judge) with the row's own generator.
         target_probs = warp_probs(torch.cat(logits), sampling).split([len(tokens_fed) for tokens_fed in fed])
         judged = [judge(rule, sampling.greedy, draft, probs, generators[row])
-                  for row, draft, probs in zip(rows, drafts, target_probs, strict=True)]  # fmt: skip
+                  for row, draft, probs in zip(rows, drafts, target_probs, strict=True)]
         verdicts, expected = [v for v, _ in judged], [e for _, e in judged]
         verified = clock.now()
 
@@ -146,7 +146,7 @@ def batch_speculative_rounds(
             shown_probs = target_probs[i] if detail else None
             traces.append(round_trace(index, contexts[i], draft, shown_probs, verdict, emitted[i],
                                       drafted - start, verified - drafted, caches, caps[row], stop,
-                                      expected[i]))  # fmt: skip
+                                      expected[i]))
             if settings.adaptive:
                 caps[row] = next_draft_cap(caps[row], draft, verdict.num_accepted, gamma)
         yield BatchRound(index, list(rows), traces, drafted - start, verified - drafted,

@@ -54,7 +54,7 @@ class FeatureHead(nn.Module):
         # Optional: the feature normalised before fusing (as EAGLE-3 normalises the states it reads), for
         # layers that start out reading token embeddings, some 15 times smaller than the target's features.
         self.feature_norm = LlamaRMSNorm(hidden, config.rms_norm_eps) if getattr(
-            config, "feature_norm", False) else None  # fmt: skip
+            config, "feature_norm", False) else None
         # Optional (EAGLE-3 reads low, middle and high layers): the target's hidden states after the
         # decoder layers in `config.feature_layers`, each normalised, projected and added to the input
         # where the target has read the position. Drafted positions have none: zeros there add nothing.

@@ -39,7 +39,7 @@ REPLACEMENT_WORDS = {  # what the pages call each replacement, as "emit ..." rea
 
 
 def rejected_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, rejected: torch.Tensor,
-                 on_reject: str) -> torch.Tensor:  # fmt: skip
+                 on_reject: str) -> torch.Tensor:
     """Σ_x rejected(x)·r_x: where the mass of rejected drafts goes. `rejected` (vocab,) is q·(1 − a)."""
     mass = rejected.sum()
     if on_reject == RESIDUAL:
@@ -60,7 +60,7 @@ def rejected_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, rejected
 
 
 def output_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, accept_probs: torch.Tensor,
-               on_reject: str) -> torch.Tensor:  # fmt: skip
+               on_reject: str) -> torch.Tensor:
     """P(emitted token = y) for every y, given a(x) = `accept_probs` (vocab,) in [0, 1]."""
     kept = draft_probs * accept_probs  # (vocab,) drafted and kept
     return kept + rejected_law(target_probs, draft_probs, draft_probs - kept, on_reject)
@@ -77,7 +77,7 @@ def tv_from(law: torch.Tensor, target_probs: torch.Tensor) -> float:
 
 
 def replacement(on_reject: str, target_probs: torch.Tensor, draft_probs: torch.Tensor,
-                token: int) -> torch.Tensor:  # fmt: skip
+                token: int) -> torch.Tensor:
     """The distribution a rejected draft `token` is replaced from (one position): what `rejected_law`
     sums, for a sampler to draw from."""
     if on_reject == RESIDUAL:

@@ -229,7 +229,7 @@ def speculative_rounds(
                           settings.gamma)
         lookup = drafter.lookup if isinstance(drafter, LookupThenModelDrafter) else None
         yield from tree_rounds(target, drafter.cached, prompt_ids, settings, shape, generator, stop_token_ids,
-                               detail, lookup)  # fmt: skip
+                               detail, lookup)
         return
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
@@ -287,7 +287,7 @@ def speculative_rounds(
             target.keep(surviving, sibling_at)
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
-                              draft_before, draft_drafted, drafter.cache_length)  # fmt: skip
+                              draft_before, draft_drafted, drafter.cache_length)
         stop = STOP_BUDGET if draft.stop == STOP_CAP and k < cap else draft.stop
 
         with stopwatch.stage(TRACE):
@@ -295,7 +295,7 @@ def speculative_rounds(
                 index, context_length, draft, chain_probs if detail else None, verdict,
                 emitted, drafted - start, verified - drafted, caches, cap, stop, expected,
                 siblings, kept_sibling,
-            )  # fmt: skip
+            )
         yield trace
         index += 1
         if stopped:

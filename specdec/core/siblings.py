@@ -53,7 +53,7 @@ NO_SIBLINGS = Siblings([], [])
 
 
 def choose_siblings(draft_probs: torch.Tensor, draft_tokens: torch.Tensor, pass_costs: Sequence[float],
-                    step_price: float) -> Siblings:  # fmt: skip
+                    step_price: float) -> Siblings:
     """The second choices worth their place in the pass, from q (k, vocab) and the drafts (k,).
 
     A sibling is kept when every draft before it survives and it is the target's token in place of the

@@ -101,7 +101,7 @@ def copied_tree(token_ids: list[int], copied: list[int], vocab_size: int) -> Dra
 
 
 def draft_tree(draft: CachedModel, token_ids: list[int], shape: TreeShape, greedy: bool, rule: TreeRule,
-               sampling, generator: torch.Generator) -> DraftedTree:  # fmt: skip
+               sampling, generator: torch.Generator) -> DraftedTree:
     """Step 1: grow `shape` with the draft model, one draft pass per level of the tree.
 
     A node with children gets that many candidates from q at it (fewer where q has fewer tokens; the
@@ -156,7 +156,7 @@ class TreeVerdict:
 
 
 def judge_tree(tree: DraftedTree, target_probs: torch.Tensor, greedy: bool, rule: TreeRule,
-               generator: torch.Generator) -> TreeVerdict:  # fmt: skip
+               generator: torch.Generator) -> TreeVerdict:
     """Step 3: judge down the tree from the root. `target_probs` (nodes, vocab): p after each node."""
     node, path, emitted, verdicts = 0, [], [], []
     while True:
@@ -201,24 +201,24 @@ def tree_record(tree: DraftedTree, verdict: TreeVerdict, detail: bool) -> TreeRe
             target_probs=[_shown(t.step.target_probs) for t in v.tests] if detail else None,
             draft_probs=[_shown(t.step.draft_probs) for t in v.tests] if detail else None,
             residual=_shown(v.residual) if detail else None,
-        ))  # fmt: skip
+        ))
     return TreeRecord(tokens=tree.tokens, parents=tree.parents, path=verdict.path, siblings=siblings,
                       bonus=verdict.bonus)
 
 
 def tree_round_trace(index: int, context_length: int, tree: DraftedTree, verdict: TreeVerdict,
                      emitted: list[int], seconds: tuple[float, float], caches: CacheLengths,
-                     detail: bool, rule: str, p: torch.Tensor, greedy: bool) -> RoundTrace:  # fmt: skip
+                     detail: bool, rule: str, p: torch.Tensor, greedy: bool) -> RoundTrace:
     """The round as a chain's record reads (the main line: the accepted path, then the first candidate
     tested where the path ended), with the whole tree in `tree`."""
     tested = [next(t for t in v.tests if t.kept) if v.kept is not None else v.tests[0]
-              for _, v in verdict.verdicts if v.tests]  # fmt: skip
+              for _, v in verdict.verdicts if v.tests]
     steps = [t.step for t in tested]
     # Per tested node, the chance its first child alone would be kept, from p and q there (a chain's
     # expected acceptance: Σ min(p, q); greedy, whether the two top tokens agree).
     nodes = [node for node, v in verdict.verdicts if v.tests]
     expected = [float((p[n].argmax() == tree.draft_probs[n].argmax()) if greedy else
-                      torch.minimum(p[n], tree.draft_probs[n]).sum()) for n in nodes]  # fmt: skip
+                      torch.minimum(p[n], tree.draft_probs[n]).sum()) for n in nodes]
     return RoundTrace(
         index=index,
         context_length=context_length,
@@ -245,7 +245,7 @@ def tree_round_trace(index: int, context_length: int, tree: DraftedTree, verdict
 
 def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], settings: Settings,
                 shape: TreeShape, generator: torch.Generator, stop_token_ids: Sequence[int] = frozenset(),
-                detail: bool = True, lookup: NgramDrafter | None = None) -> Iterator[RoundTrace]:  # fmt: skip
+                detail: bool = True, lookup: NgramDrafter | None = None) -> Iterator[RoundTrace]:
     """Speculative decoding with a tree of drafts per round, grown by the draft model `draft` (its
     CachedModel) in `shape`; one RoundTrace per target pass, as core.rounds' chain yields them. With a
     `lookup`, a round whose text repeats itself copies instead (one branch as deep as the shape), and the
@@ -294,10 +294,10 @@ def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], 
             fed_at = {node: context + i for i, node in enumerate(tree.draft_fed)}
             draft.keep(context, [fed_at[node] for node in verdict.path if node in fed_at])
         caches = CacheLengths(target_before, target_verified, target.cache_length,
-                              draft_before, draft_drafted, draft.cache_length)  # fmt: skip
+                              draft_before, draft_drafted, draft.cache_length)
         yield tree_round_trace(index, context_length, tree, verdict, emitted,
                                (drafted - start, verified - drafted), caches,
-                               detail, rule.name, target_probs.cpu(), greedy)  # fmt: skip
+                               detail, rule.name, target_probs.cpu(), greedy)
         index += 1
         if stopped:
             return

@@ -107,7 +107,7 @@ class Step:
 
 
 def judged_in_turn(candidates: Sequence[int], draft_probs, target_probs,
-                   shrink_draft: bool = True) -> tuple[list[Step], object]:  # fmt: skip
+                   shrink_draft: bool = True) -> tuple[list[Step], object]:
     """Each candidate's test, assuming every one before it was rejected, and the last residual p_{k+1}
     (where the token comes from if all are rejected). `shrink_draft`: q_{i+1} is q_i with x_i removed
     (draws without replacement); else q stays q (draws with replacement, or the lossy judge)."""
@@ -146,7 +146,7 @@ class SiblingVerdict:
 
 def judge_in_turn(candidates: Sequence[int], draft_probs: torch.Tensor, target_probs: torch.Tensor,
                   generator: torch.Generator, shrink_draft: bool = True,
-                  rule: str = WITHOUT_REPLACEMENT) -> SiblingVerdict:  # fmt: skip
+                  rule: str = WITHOUT_REPLACEMENT) -> SiblingVerdict:
     """Judge `candidates` (drawn from q, (vocab,)) against p (vocab,): keep the first whose coin
     falls under its keep chance, else draw from the last residual. One coin per candidate, all flipped
     up front, so a run uses its generator the same way whatever the outcome."""
@@ -229,5 +229,5 @@ TREE_RULES = {
         TOP_K_AS_SAMPLED, "q's top k, judged as if drawn", False, "q's k likeliest tokens",
         "u < min(1, pᵢ(x)/qᵢ(x)); then pᵢ₊₁ = norm(max(0, pᵢ − qᵢ)), qᵢ₊₁ = qᵢ without x",
         top_of, top_k_as_sampled, True),
-}  # fmt: skip
+}
 assert tuple(TREE_RULES) == TREE_RULE_NAMES

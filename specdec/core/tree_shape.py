@@ -54,7 +54,7 @@ def kept_chances(acceptance: Sequence[Sequence[float]]) -> list[list[float]]:
 
 
 def best_tree(acceptance: Sequence[Sequence[float]], size: int,
-              max_depth: int | None = None) -> tuple[TreeShape, float]:  # fmt: skip
+              max_depth: int | None = None) -> tuple[TreeShape, float]:
     """The tree of `size` drafted nodes with the most expected accepted drafts, and that number.
     `acceptance[d][k - 1]`: βₖ at depth d + 1 (the last row stands for every depth beyond it)."""
     chances = kept_chances(acceptance)
@@ -110,7 +110,7 @@ def tree_pass_costs(pass_costs: Sequence[float], tokens: int) -> list[float]:
 
 
 def plan(acceptance: Sequence[Sequence[float]], size: int, pass_costs: Sequence[float],
-         step_price: float, max_depth: int | None = None) -> TreePlan:  # fmt: skip
+         step_price: float, max_depth: int | None = None) -> TreePlan:
     """The best tree of `size` nodes, priced: a pass over size + 1 tokens (`pass_costs[n - 1]`, in
     one-token passes; none measured: every size costs one) and `step_price` per level drafted."""
     shape, accepted = best_tree(acceptance, size, max_depth)
@@ -119,14 +119,14 @@ def plan(acceptance: Sequence[Sequence[float]], size: int, pass_costs: Sequence[
 
 
 def choose_tree(acceptance: Sequence[Sequence[float]], pass_costs: Sequence[float], step_price: float,
-                max_size: int, max_depth: int | None = None) -> TreePlan:  # fmt: skip
+                max_size: int, max_depth: int | None = None) -> TreePlan:
     """Of every size from 1 to `max_size`, the plan with the most tokens per cost."""
     plans = [plan(acceptance, n, pass_costs, step_price, max_depth) for n in range(1, max_size + 1)]
     return max(plans, key=lambda p: p.tokens_per_cost)
 
 
 def best_chain(acceptance: Sequence[Sequence[float]], pass_costs: Sequence[float], step_price: float,
-               max_length: int) -> TreePlan:  # fmt: skip
+               max_length: int) -> TreePlan:
     """The chain (one candidate per node) of the best length, priced as `plan` prices trees."""
     first = [[row[0]] for row in acceptance]
     return choose_tree(first, pass_costs, step_price, max_length)
@@ -149,7 +149,7 @@ PRIOR_ACCEPTANCE = [[0.5, 0.65, 0.72, 0.76]]
 
 
 def shape_for(tree: int | None, temperature: float, pass_costs: Sequence[float], step_price: float,
-              gamma: int) -> TreeShape:  # fmt: skip
+              gamma: int) -> TreeShape:
     """Settings.tree as a shape: N nodes (the best tree of that size), or None for 'auto' (the best
     size up to 4γ), from the acceptance measured at this temperature, never deeper than γ."""
     acceptance = measured_acceptance(temperature) or PRIOR_ACCEPTANCE

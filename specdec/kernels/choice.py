@@ -43,7 +43,7 @@ def _context(model: nn.Module, length: int = 128) -> DynamicCache:
     """A KV cache holding `length` tokens, for timing decoding steps after them."""
     cache = DynamicCache(config=model.config)
     model(input_ids=torch.zeros((1, length), dtype=torch.long, device=model.device), cache=cache,
-          use_cache=True, logits_to_keep=1)  # fmt: skip
+          use_cache=True, logits_to_keep=1)
     return cache
 
 

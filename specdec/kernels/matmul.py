@@ -122,7 +122,7 @@ class PackedLinear(nn.Linear):
         if _plain_weight_needed(self, x):
             return nn.Linear.forward(self, x)
         out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), _reordered(self, PACKED),
-                                                 self.bias, "none", [], "")  # fmt: skip
+                                                 self.bias, "none", [], "")
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
@@ -284,4 +284,4 @@ def layout_of(model: nn.Module) -> str:
 def candidate_layouts(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
     """The layouts this process can run for a model of `dtype` (MKL's packed product is fp32 only)."""
     return (ROWS, COLUMNS, *((PACKED,) if packed_available() else ()),
-            *((MKL,) if mkl_available() and dtype == torch.float32 else ()))  # fmt: skip
+            *((MKL,) if mkl_available() and dtype == torch.float32 else ()))

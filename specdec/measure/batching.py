@@ -156,7 +156,7 @@ def measure_batch_size(pair: ModelPair, prompts: list[list[int]], settings: Sett
         single_sequence_seconds=totals["single"][1] if single else None,
         target_pass_rows=sum(target_rows) / max(len(target_rows), 1),
         verify_pass_rows=sum(verify_rows) / max(len(verify_rows), 1),
-    )  # fmt: skip
+    )
 
 
 def batch_sweep(pair: ModelPair, prompts: list[list[int]], settings: Settings,
@@ -282,7 +282,7 @@ def class_weights(settings: Settings, prompt_count: int, batch_sizes=BATCH_SIZES
     if cost:
         for batch_size in batch_sizes:
             weights += [pass_units(batch_size * COST_CONTEXT) + 4 * pass_units(batch_size * count)
-                        for count in range(1, settings.gamma + 2)]  # fmt: skip
+                        for count in range(1, settings.gamma + 2)]
     return weights
 
 

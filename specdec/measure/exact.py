@@ -53,11 +53,11 @@ def _normalised(probs: torch.Tensor) -> torch.Tensor:
 
 
 def position_of(index: int, context, target_probs: torch.Tensor, draft: Draft, drafts: bool,
-                greedy: bool) -> Position:  # fmt: skip
+                greedy: bool) -> Position:
     """From the first drafted position of a round: p there, and the draft's q (if it drafted at all)."""
     draft_probs = _normalised(draft.probs[0]) if len(draft.tokens) else None
     return Position(index, tuple(context), _normalised(target_probs), draft_probs,
-                    drafts and draft_probs is not None, greedy)  # fmt: skip
+                    drafts and draft_probs is not None, greedy)
 
 
 @dataclass(frozen=True)
@@ -87,12 +87,12 @@ def entropy(target_probs: torch.Tensor) -> torch.Tensor:
 
 
 def accept_everywhere(expression: RuleExpression, target_probs: torch.Tensor,
-                      draft_probs: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                      draft_probs: torch.Tensor) -> torch.Tensor:
     """a(x) for every x the draft can propose (q > 0), 0 elsewhere: (vocab,)."""
     support = draft_probs > 0
     accept = torch.zeros_like(target_probs, dtype=torch.float64)
     accept[support] = expression.accept_probs(target_probs[support], draft_probs[support],
-                                              target_probs.max(), entropy(target_probs))  # fmt: skip
+                                              target_probs.max(), entropy(target_probs))
     return accept
 
 
@@ -113,7 +113,7 @@ def law_of(position: Position, expression: RuleExpression, on_reject: str) -> Ex
 
 
 def exact_laws(position: Position, custom: CustomRule | None = None,
-               names: tuple[str, ...] = tuple(PRESETS)) -> dict[str, ExactLaw]:  # fmt: skip
+               names: tuple[str, ...] = tuple(PRESETS)) -> dict[str, ExactLaw]:
     """{rule name: its exact law here}: the built-in rules named, and the student's as YOURS."""
     laws = {name: law_of(position, _PRESET_EXPRESSIONS[name], PRESETS[name][1]) for name in names}
     if custom is not None:
@@ -131,7 +131,7 @@ TOY_POSITIONS = (_toy([0.6, 0.3, 0.05, 0.05], [0.1, 0.2, 0.4, 0.3]),
                  _toy([0.1, 0.2, 0.4, 0.3], [0.6, 0.3, 0.05, 0.05]),
                  _toy([0.5, 0.25, 0.25, 0.0], [0.0, 0.0, 1.0, 0.0]),
                  _toy([0.7, 0.3, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]),
-                 _toy([0.4, 0.4, 0.2, 0.0], [0.4, 0.4, 0.2, 0.0]))  # fmt: skip
+                 _toy([0.4, 0.4, 0.2, 0.0], [0.4, 0.4, 0.2, 0.0]))
 
 
 def lossless_everywhere(custom: CustomRule, position: Position | None = None) -> bool:
@@ -179,16 +179,16 @@ def unseen(name: str, position: Position, law: ExactLaw, floor: float, samples: 
     q, top = position.draft_probs, int(p.argmax())
     needed = samples_to_see(law.tv, floor, samples)
     scale = (f"its exact TV here is {_small(law.tv)}, under {RESOLVED:g}× the noise floor of {floor:.3f}"
-             + (f": it would take about {needed:,} samples to see" if needed else ""))  # fmt: skip
+             + (f": it would take about {needed:,} samples to see" if needed else ""))
     if name == TOP_CHOICE:
         shown, q_top, p_top = repr(token_text(top)), float(q[top]), float(p[top])
         if q_top <= 1 - p_top:  # the smaller factor of q·(1 − p) is the reason
             often = "almost never" if q_top < 0.05 else "seldom"
             why = (f"the draft gives the target's top token {shown} q = {_small(q_top)}, so this rule "
-                   f"{often} keeps a draft here and draws from p instead")  # fmt: skip
+                   f"{often} keeps a draft here and draws from p instead")
         else:
             why = (f"the target is nearly sure of its top token {shown} (p = {p_top:.3f}), so keeping it "
-                   f"whenever the draft proposes it (q = {_small(q_top)}) barely moves p")  # fmt: skip
+                   f"whenever the draft proposes it (q = {_small(q_top)}) barely moves p")
         return f"{why}; {scale} (= q·(1 − p) = {_small(q_top)}·{1 - p_top:.3f})"
     return f"it keeps a draft with probability {law.acceptance:.3f} here; {scale}"
 
@@ -197,7 +197,7 @@ def unseen(name: str, position: Position, law: ExactLaw, floor: float, samples: 
 
 
 def positions(pair, prompt_ids: list[int], settings: Settings, count: int = SCAN_TOKENS,
-              lock=None) -> Iterator[Position]:  # fmt: skip
+              lock=None) -> Iterator[Position]:
     """p and q at the prompt's next token, then at each token of a target sample of the prompt
     (seeded with settings.seed), up to `count` positions or a stop token: one target pass and one
     drafting step per position, each under `lock` (default: the app's model lock)."""
@@ -223,7 +223,7 @@ def positions(pair, prompt_ids: list[int], settings: Settings, count: int = SCAN
 
 
 def best_position(found: list[Position], name: str,
-                  custom: CustomRule | None = None) -> tuple[Position, float]:  # fmt: skip
+                  custom: CustomRule | None = None) -> tuple[Position, float]:
     """The position where rule `name` (or YOURS) loses most: (position, its exact TV there)."""
     names = () if name == YOURS else (name,)
     scored = [(exact_laws(at, custom if name == YOURS else None, names)[name].tv, at) for at in found]
@@ -251,16 +251,16 @@ def sampled_rule(custom: CustomRule) -> Rule:
         num_accepted = int(rejected[0]) if len(rejected) else k
         if num_accepted < k:
             where = replacement(custom.on_reject, target_probs[num_accepted], draft_probs[num_accepted],
-                                int(draft_tokens[num_accepted]))  # fmt: skip
+                                int(draft_tokens[num_accepted]))
         else:
             where = target_probs[k]
         next_token = int(torch.multinomial(where.float(), 1, generator=generator))
         return Verdict(q_x, p_x, accept_probs, uniforms, num_accepted, where if num_accepted < k else None,
-                       next_token, num_accepted == k, rule=YOURS)  # fmt: skip
+                       next_token, num_accepted == k, rule=YOURS)
 
     def expected(draft_probs, target_probs):
         return torch.stack([(q.double() * accept_everywhere(expression, p.double(), q.double())).sum()
-                            for q, p in zip(draft_probs, target_probs, strict=True)]).float()  # fmt: skip
+                            for q, p in zip(draft_probs, target_probs, strict=True)]).float()
 
     title = f"your rule: {custom.text} (on a rejection: {custom.on_reject})"
     where = REPLACEMENT_WORDS[custom.on_reject]
@@ -268,7 +268,7 @@ def sampled_rule(custom: CustomRule) -> Rule:
                 lambda p, q, x: replacement(custom.on_reject, p, q, x), menu_title=title,
                 test_words=f"Each draft x is kept with probability **{custom.text}** (clamped to [0, 1]): "
                 "draw **u ~ Uniform(0, 1)**, keep x if u is below it. The first rejection ends the round.",
-                replaced_by="a replacement {nxt} is drawn from " + where, replacement_name=where)  # fmt: skip
+                replaced_by="a replacement {nxt} is drawn from " + where, replacement_name=where)
 
 
 def rule_named(name: str, custom: CustomRule | None = None) -> Rule:
@@ -297,7 +297,7 @@ def watched_rule(custom: CustomRule | None) -> str:
 
 
 def choose_position(pair, prompt_ids: list[int], settings: Settings, position: str | int,
-                    custom: CustomRule | None = None, lock=None) -> tuple[Position, float]:  # fmt: skip
+                    custom: CustomRule | None = None, lock=None) -> tuple[Position, float]:
     """The position a trial runs at: N (the N-th token of a target sample of the prompt, seeded with
     settings.seed), or 'auto': of the first SCAN_TOKENS, where the watched rule's exact TV is largest.
     -> (that position, the watched rule's exact TV there)."""
@@ -305,7 +305,7 @@ def choose_position(pair, prompt_ids: list[int], settings: Settings, position: s
     found = list(positions(pair, prompt_ids, settings, count, lock))
     if position != "auto" and len(found) < count:
         raise SpecDecError(f"the target's sample of this prompt ends after {len(found) - 1} tokens: "
-                           f"use a position from 0 to {len(found) - 1}")  # fmt: skip
+                           f"use a position from 0 to {len(found) - 1}")
     name = watched_rule(custom)
     if position == "auto":
         return best_position(found, name, custom)
@@ -324,7 +324,7 @@ def law_rows(position: Position, laws: dict[str, ExactLaw], token_text, top: int
     ids = weight.topk(min(top, int((weight > 1e-9).sum()))).indices.tolist()
     ids.sort(key=lambda i: (-float(p[i]), -float(weight[i])))
     return [{"id": i, "token": token_text(i), "p": float(p[i]),
-             **{name: float(law.law[i]) for name, law in laws.items()}} for i in ids]  # fmt: skip
+             **{name: float(law.law[i]) for name, law in laws.items()}} for i in ids]
 
 
 def is_lossy(name: str, custom: CustomRule | None) -> bool:
@@ -352,11 +352,11 @@ def trial_verdict(rows: list[dict], greedy: bool) -> tuple[str, str]:
     if lossy:
         return "caught", (f"Caught in the act (χ² p < {CAUGHT_P:g}, TV outside the noise band): "
                           f"{', '.join(lossy)}. Their first tokens are not the target's, however high "
-                          "their acceptance.")  # fmt: skip
+                          "their acceptance.")
     if tripped:
         return "chance", (f"{', '.join(row['title'] for row in tripped)} fell outside the noise band with χ² "
                           f"p < {CAUGHT_P:g}: a lossless rule does that about 1 time in 1,000 by chance "
-                          "alone. Run again.")  # fmt: skip
+                          "alone. Run again.")
     return "none", ("No rule is caught at this sample size (none has χ² p < 0.001 with its TV outside "
                     "the noise band); more samples, or a position where the draft and target disagree, "
                     "show more.")
@@ -378,14 +378,14 @@ def trial_view(trial, token_text, rows: list[dict]) -> dict:
 
 
 def offer(pair, prompt_ids: list[int], settings: Settings, samples: int, custom: CustomRule | None = None,
-          lock=None) -> dict:  # fmt: skip
+          lock=None) -> dict:
     """Where along a target sample of the prompt the watched rule's exact TV is largest, and whether
     `samples` samples can see it there (its TV at least RESOLVED expected noise floors)."""
     chosen, tv = choose_position(pair, prompt_ids, settings, "auto", custom, lock)
     floor = expected_noise_floor(chosen.target_probs, samples)
     return {"rule": watched_rule(custom), "index": chosen.index, "tv": tv, "floor": floor,
             "resolved": resolved(tv, floor), "context": list(chosen.context),
-            "text": pair.decode(list(chosen.context[len(prompt_ids):])), "scanned": SCAN_TOKENS}  # fmt: skip
+            "text": pair.decode(list(chosen.context[len(prompt_ids):])), "scanned": SCAN_TOKENS}
 
 
 def judge_position(pair, context: list[int], settings: Settings, custom: CustomRule, lock=None) -> dict:
@@ -396,4 +396,4 @@ def judge_position(pair, context: list[int], settings: Settings, custom: CustomR
     mine = laws[YOURS]
     return {"tv": mine.tv, "acceptance": mine.acceptance, "lossless": lossless_everywhere(custom, at),
             "speculative_acceptance": laws[SPECULATIVE].acceptance, "drafts": at.drafts, "greedy": at.greedy,
-            "laws": law_rows(at, laws, pair.token_text)}  # fmt: skip
+            "laws": law_rows(at, laws, pair.token_text)}

@@ -82,7 +82,7 @@ class SampleTally:
 
 
 def sample_outcomes(pair, prompt_ids, settings, num_samples: int, num_tokens: int = 1,
-                    lock=MODEL_LOCK) -> Iterator[SampleTally]:  # fmt: skip
+                    lock=MODEL_LOCK) -> Iterator[SampleTally]:
     """num_samples runs of each kind (seeds seed, seed+1, ...), alternating; yields after each pair."""
     tally = SampleTally(num_tokens)
     for i in range(num_samples):
@@ -104,7 +104,7 @@ def sample_outcomes(pair, prompt_ids, settings, num_samples: int, num_tokens: in
 
 
 def exact_outcomes(pair, prompt_ids: list[int], settings, num_tokens: int = 1,
-                   lock=MODEL_LOCK) -> dict[tuple[int, ...], float]:  # fmt: skip
+                   lock=MODEL_LOCK) -> dict[tuple[int, ...], float]:
     """The target's own law of what the samples count, exactly: {first num_tokens tokens: probability}
     under the section's warp. p itself for one token; p(x)·p(y | x) for two (one target pass per x
     that p can emit; a stop token x ends the outcome at (x,), as it ends a sample)."""
@@ -147,7 +147,7 @@ def compare(sample: Counter, target: Counter) -> Comparison | None:
     if not sum(sample.values()) or not sum(target.values()):
         return None
     return Comparison(tv_distance(sample, target), tv_noise_band(sample, target),
-                      chi_square_two_sample(sample, target).p_value)  # fmt: skip
+                      chi_square_two_sample(sample, target).p_value)
 
 
 def verdict_words(tally: SampleTally, full_samples: int) -> tuple[str, str]:
@@ -161,7 +161,7 @@ def verdict_words(tally: SampleTally, full_samples: int) -> tuple[str, str]:
     if spec.inside:
         first = (f"Speculative sampling lands inside the noise band: TV {spec.tv:.3f} ≤ {spec.band:.3f}, "
                  f"what two samples of {n} from one distribution differ by 19 times in 20 "
-                 f"(χ² p = {spec.p_value:.2f}).")  # fmt: skip
+                 f"(χ² p = {spec.p_value:.2f}).")
     else:
         first = (f"Speculative sampling lands outside the noise band this time: TV {spec.tv:.3f} > "
                  f"{spec.band:.3f} (χ² p = {spec.p_value:.2f}). Samples from one distribution do that 1 time "
@@ -169,7 +169,7 @@ def verdict_words(tally: SampleTally, full_samples: int) -> tuple[str, str]:
     if control is None:
         return first, "The drafter proposed nothing here, so there is no draft-alone control."
     exact = ("" if tally.draft_tv is None
-             else f" (exactly {tally.draft_tv:.3f} at the first token: 1 − Σ min(p, q))")  # fmt: skip
+             else f" (exactly {tally.draft_tv:.3f} at the first token: 1 − Σ min(p, q))")
     if not control.inside:
         second = (f"The negative control, the draft alone (every draft accepted), is caught: TV "
                   f"{control.tv:.3f} from the target, outside its band {control.band:.3f}{exact}.")

@@ -37,7 +37,7 @@ MAX_EXPONENT = 16
 NAMES = ("p", "q", "pmax", "H")
 # Elementwise functions of one argument; min and max (None) take any number of arguments.
 FUNCTIONS = {"min": None, "max": None, "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log,
-             "abs": torch.abs}  # fmt: skip
+             "abs": torch.abs}
 # The four built-in rules as (expression, replacement): their exact laws come from these (measure.exact).
 PRESETS = {
     SPECULATIVE: ("min(1, p/q)", RESIDUAL),
@@ -46,9 +46,9 @@ PRESETS = {
     TYPICAL: (f"p > min({TYPICAL_EPSILON}, {TYPICAL_DELTA}*exp(-H))", TYPICAL_CUT),
 }
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.Pow: operator.pow}  # fmt: skip
+           ast.Pow: operator.pow}
 _COMPARE = {ast.Gt: torch.gt, ast.GtE: torch.ge, ast.Lt: torch.lt, ast.LtE: torch.le, ast.Eq: torch.eq,
-            ast.NotEq: torch.ne}  # fmt: skip
+            ast.NotEq: torch.ne}
 _ALLOWED = "numbers, p, q, pmax, H, + - * / **, comparisons, min, max, sqrt, exp, log, abs"
 
 
@@ -64,7 +64,7 @@ def _describe(node: ast.AST) -> str:
     kinds = {ast.Attribute: "an attribute (.)", ast.Subscript: "a subscript ([ ])", ast.Lambda: "a lambda",
              ast.ListComp: "a comprehension", ast.GeneratorExp: "a comprehension", ast.SetComp:
              "a comprehension", ast.DictComp: "a comprehension", ast.BoolOp: "and/or (use min or max)",
-             ast.IfExp: "if/else", ast.NamedExpr: "an assignment (:=)"}  # fmt: skip
+             ast.IfExp: "if/else", ast.NamedExpr: "an assignment (:=)"}
     return kinds.get(type(node), f"{type(node).__name__.lower()} syntax")
 
 
@@ -112,10 +112,10 @@ class RuleExpression:
     tree: ast.Expression
 
     def accept_probs(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, top: torch.Tensor,
-                     entropy: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                     entropy: torch.Tensor) -> torch.Tensor:
         """a(x) for x's with these p(x), q(x) (any shape; the position's pmax and H broadcast) -> [0, 1]."""
         names = {"p": target_probs.double(), "q": draft_probs.double(), "pmax": top.double(),
-                 "H": entropy.double()}  # fmt: skip
+                 "H": entropy.double()}
         value = _evaluate(self.tree.body, names)
         value = value.expand(torch.broadcast_shapes(value.shape, target_probs.shape))
         bad = torch.isnan(value)
@@ -124,7 +124,7 @@ class RuleExpression:
             raise RuleExpressionError(
                 f"rule expression {self.text!r} gives no number at a token with p = "
                 f"{float(target_probs.flatten()[at]):.3g}, q = {float(draft_probs.flatten()[at]):.3g} "
-                "(a square root or log of a negative number, or ∞ − ∞)")  # fmt: skip
+                "(a square root or log of a negative number, or ∞ − ∞)")
         return value.clamp(0.0, 1.0)
 
 
@@ -161,7 +161,7 @@ def _evaluate(node: ast.AST, names: dict) -> torch.Tensor:
         if isinstance(node.op, ast.Pow) and not small:
             shown = f"{float(right):g}" if _constant(node.right) else "an expression in p or q"
             raise RuleExpressionError(f"rule expression: ** takes a number from -{MAX_EXPONENT} to "
-                                      f"{MAX_EXPONENT} as its exponent, not {shown}")  # fmt: skip
+                                      f"{MAX_EXPONENT} as its exponent, not {shown}")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         values = [_evaluate(part, names) for part in (node.left, *node.comparators)]

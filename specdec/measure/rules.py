@@ -145,7 +145,7 @@ class RuleResult:
 
     def to_json(self) -> dict:
         keys = ("rule", "lossless", "temperature", "alpha", "tokens_per_pass", "speedup", "tv",
-                "tv_noise_floor", "chi2_p", "tv_exact", "acceptance_exact")  # fmt: skip
+                "tv_noise_floor", "chi2_p", "tv_exact", "acceptance_exact")
         return {key: getattr(self, key) for key in keys}
 
 
@@ -154,7 +154,7 @@ def _first_tokens(tokens: list[int], num_tokens: int) -> tuple[int, ...]:
 
 
 def _target_sample(models: RunModels, pair, prompt_ids, sampling, generator, num_tokens,
-                   lock) -> tuple[list[int], float]:  # fmt: skip
+                   lock) -> tuple[list[int], float]:
     steps = target_only_steps(models.target, prompt_ids, sampling, generator, num_tokens, pair.stop_token_ids)
     tokens, seconds = [], 0.0
     for step, step_seconds in locked_steps(steps, lock):
@@ -164,7 +164,7 @@ def _target_sample(models: RunModels, pair, prompt_ids, sampling, generator, num
 
 
 def _count_round(tally: RuleTally, drafted: int, accepted: int, expected: list[float], emitted: int,
-                 seconds: float, first: bool) -> None:  # fmt: skip
+                 seconds: float, first: bool) -> None:
     tested = min(accepted + 1, drafted)
     tally.rounds += 1
     tally.seconds += seconds
@@ -192,13 +192,13 @@ def _shared_round(models: RunModels, prompt_ids, settings: Settings, generator, 
 
 
 def _go_on(models: RunModels, pair, tokens: list[int], settings: Settings, needed: int, tally: RuleTally,
-           lock) -> list[int]:  # fmt: skip
+           lock) -> list[int]:
     """A rule's run after its first round, through the round loop, until `needed` more tokens."""
     emitted = []
     more = replace(settings, max_new_tokens=max(settings.gamma, needed) + 1)
     for trace, seconds in locked_steps(rounds(pair, tokens, more, models=models, detail=False), lock):
         _count_round(tally, trace.num_drafted, trace.num_accepted, trace.expected_accept,
-                     len(trace.emitted_tokens), seconds, first=False)  # fmt: skip
+                     len(trace.emitted_tokens), seconds, first=False)
         emitted += trace.emitted_tokens
         if len(emitted) >= needed:
             break
@@ -207,7 +207,7 @@ def _go_on(models: RunModels, pair, tokens: list[int], settings: Settings, neede
 
 def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_samples: int,
                num_tokens: int = 1, rules: tuple[str, ...] = RULE_NAMES, lock=MODEL_LOCK,
-               custom: CustomRule | None = None) -> Iterator[Trial]:  # fmt: skip
+               custom: CustomRule | None = None) -> Iterator[Trial]:
     """`num_samples` samples of each rule and of each target half, seeds from settings.seed on, all
     disjoint; yields the trial after every round of samples (one of each kind), so a stop keeps a
     balanced part. `custom`: a student's rule, tried as YOURS (named in `rules`, or added to them)."""
@@ -248,7 +248,7 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
     for i in range(num_samples):
         for half in (0, 1):
             tokens, seconds = _target_sample(models, pair, prompt_ids, short.sampling, seeded(half, i),
-                                             num_tokens, lock)  # fmt: skip
+                                             num_tokens, lock)
             reset()
             trial.target.halves[half][_first_tokens(tokens, num_tokens)] += 1
             trial.target.tokens += len(tokens)
@@ -263,13 +263,13 @@ def rule_trial(pair: ModelPair, prompt_ids: list[int], settings: Settings, num_s
             stop = next((j for j, token in enumerate(emitted) if token in stops), None)
             kept[rule] = (emitted if stop is None else emitted[: stop + 1], stop is not None)
             _count_round(trial.rules[rule], len(draft.tokens), verdict.num_accepted, expected.tolist(),
-                         len(kept[rule][0]), seconds, first=True)  # fmt: skip
+                         len(kept[rule][0]), seconds, first=True)
         for number, (rule, (emitted, stopped)) in enumerate(kept.items()):
             if len(emitted) < num_tokens and not stopped:  # compared tokens the first round did not give
                 reset()
                 alone = replace(short, rule=rule, seed=seed_of(3 + len(rules) + number, i))
                 emitted += _go_on(models, pair, prompt_ids + emitted, alone, num_tokens - len(emitted),
-                                  trial.rules[rule], lock)  # fmt: skip
+                                  trial.rules[rule], lock)
             tally = trial.rules[rule]
             tally.outcomes[_first_tokens(emitted, num_tokens)] += 1
             tally.samples += 1
@@ -303,7 +303,7 @@ def trial_results(trial: Trial) -> list[RuleResult]:
             tv=tv_distance(tally.outcomes, first_half), tv_noise_floor=floor, tv_noise_band=band,
             chi2_p=chi_square_two_sample(tally.outcomes, first_half).p_value,
             tv_exact=law.tv if law else None, acceptance_exact=law.acceptance if law else None,
-        ))  # fmt: skip
+        ))
     return results
 
 
@@ -320,7 +320,7 @@ def sweep_prompt_sets(paths=SWEEP_SETS, per_set: int | None = None) -> dict[str,
 
 
 def temperature_sweep(pair: ModelPair, prompt_sets: dict[str, list[str]], settings: Settings, chat: bool,
-                      temperatures=SWEEP_TEMPERATURES, lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
+                      temperatures=SWEEP_TEMPERATURES, lock=MODEL_LOCK) -> Iterator[dict]:
     """The exact rule on every prompt at every temperature, with target-only beside it (who goes first
     alternates): one row per prompt and temperature, yielded as it is measured."""
     exact = replace(settings, rule=SPECULATIVE)
@@ -332,7 +332,7 @@ def temperature_sweep(pair: ModelPair, prompt_sets: dict[str, list[str]], settin
                 prompt_ids = pair.encode_prompt(prompt, chat, at.max_new_tokens)
                 order = (True, False) if number % 2 == 0 else (False, True)
                 runs = {speculative: timed_run(pair, prompt_ids, at, speculative, lock)
-                        for speculative in order}  # fmt: skip
+                        for speculative in order}
                 number += 1
                 traces = runs[True].traces
                 tested = sum(t.num_tested for t in traces)
@@ -346,7 +346,7 @@ def temperature_sweep(pair: ModelPair, prompt_sets: dict[str, list[str]], settin
                     "tested": tested,
                     "tokens_per_pass": m.tokens_per_pass if m else 0.0,
                     "speedup": runs[True].tokens_per_second / plain if plain else 0.0,
-                }  # fmt: skip
+                }
 
 
 def sweep_summary(rows: list[dict]) -> list[dict]:
@@ -365,5 +365,5 @@ def sweep_summary(rows: list[dict]) -> list[dict]:
             "alpha": pooled("alpha"), "expected_alpha": pooled("expected_alpha"),
             "tokens_per_pass": median(r["tokens_per_pass"] for r in mine),
             "speedup": median(r["speedup"] for r in mine),
-        })  # fmt: skip
+        })
     return out

@@ -61,11 +61,11 @@ def assistant_for(pair: ModelPair) -> str:
         raise SpecDecError("the early exit drafts with the target's own layers; transformers has its own "
                            "(`generate(..., assistant_early_exit=L)`, no adapter: for checkpoints trained "
                            "for it, such as LayerSkip's), not run here: pick the draft model or n-gram "
-                           "lookup in the sidebar to compare the engines live")  # fmt: skip
+                           "lookup in the sidebar to compare the engines live")
     if pair.head is not None:
         raise SpecDecError("a feature head reads the target's hidden states, and transformers' assisted "
                            "generation has no such drafter (vLLM and SGLang run such heads as EAGLE): "
-                           "pick the draft model or n-gram lookup in the sidebar")  # fmt: skip
+                           "pick the draft model or n-gram lookup in the sidebar")
     if pair.draft is None:
         return PROMPT_LOOKUP
     if pair.draft.name == BUNDLED_DRAFT:
@@ -81,7 +81,7 @@ def generate_arguments(settings: Settings, drafting: bool = True, lookup: bool =
     target alone."""
     sampling = settings.sampling
     arguments = {"max_new_tokens": max_new_tokens or settings.max_new_tokens,
-                 "do_sample": not sampling.greedy}  # fmt: skip
+                 "do_sample": not sampling.greedy}
     if not sampling.greedy:
         arguments.update(temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
     if drafting and lookup:
@@ -93,7 +93,7 @@ def assistant_arguments(settings: Settings) -> dict:
     """The assistant's own generation settings: a fixed γ, as specdec drafts, never cut short by
     its confidence."""
     return {"num_assistant_tokens": settings.gamma, "num_assistant_tokens_schedule": "constant",
-            "assistant_confidence_threshold": 0.0}  # fmt: skip
+            "assistant_confidence_threshold": 0.0}
 
 
 def transformers_options(settings: Settings, pad_token_id: int, assistant: PreTrainedModel | None = None,
@@ -190,7 +190,7 @@ class StackStep:
 
 
 def stack_steps(pair: ModelPair, prompt_ids: list[int], settings: Settings,
-                lock=MODEL_LOCK) -> Iterator[StackStep]:  # fmt: skip
+                lock=MODEL_LOCK) -> Iterator[StackStep]:
     """The page's live run, stage by stage: transformers' assisted generation with the exported draft
     beside specdec, each also without speculation, all on the same prompt and settings (a short
     warm-up first). Each stage holds the model lock on its own, so a stop between stages lets go."""
@@ -236,7 +236,7 @@ def stack_steps(pair: ModelPair, prompt_ids: list[int], settings: Settings,
         speculative=specdec_spec,
         assisted_tokens=len(assisted_tokens), assisted_target_passes=passes[0],
         assisted_draft_passes=passes[1],
-    )  # fmt: skip
+    )
     yield StackStep(SPECDEC_SPECULATIVE, dict(figures), run)
 
 
@@ -289,21 +289,21 @@ def transformers_code(target: str, assistant: str, settings: Settings) -> str:
              f'target = AutoModelForCausalLM.from_pretrained("{target}")',
              'messages = [{"role": "user", "content": "..."}]',
              'ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",',
-             '                                    return_dict=True)["input_ids"]']  # fmt: skip
+             '                                    return_dict=True)["input_ids"]']
     if lookup:
         lines.append("# n-gram drafting: no assistant model")
         drafter = ""
     else:
         lines.append(f'draft = AutoModelForCausalLM.from_pretrained("{assistant}")')
         lines += [f"draft.generation_config.{name} = {_python(value)}"
-                  for name, value in assistant_arguments(settings).items()]  # fmt: skip
+                  for name, value in assistant_arguments(settings).items()]
         drafter = "assistant_model=draft, "
     if arguments["do_sample"]:
         seed = f"torch.manual_seed({settings.seed})  # generate() draws from torch's global generator"
         lines = ["import torch", *lines, seed]
     written = ", ".join(f"{name}={_python(value)}" for name, value in arguments.items())
     lines += ["output = target.generate(", f"    ids, {drafter}{written},",
-              "    pad_token_id=tokenizer.eos_token_id)"]  # fmt: skip
+              "    pad_token_id=tokenizer.eos_token_id)"]
     lines.append("print(tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=True))")
     return "\n".join(lines)
 
@@ -358,9 +358,9 @@ def check_drafter(pair: ModelPair, name: str) -> PairCheck:
         return PairCheck(False, str(error))
     except Exception as error:  # noqa: BLE001 - any unreadable name is an answer, not a traceback
         return PairCheck(False, f"no tokenizer found for '{name}' in a folder here or the local Hugging Face "
-                                f"cache ({first_line(error)})")  # fmt: skip
+                                f"cache ({first_line(error)})")
     if problem := tokenizer_mismatch(pair.target.tokenizer, tokenizer, target_name, name):
         return PairCheck(False, problem)
     size = len(tokenizer.get_vocab())
     return PairCheck(True, f"same tokenizer as '{target_name}' ({size:,} tokens, same ids): it can draft "
-                           "for it (whether it drafts well is what acceptance measures)")  # fmt: skip
+                           "for it (whether it drafts well is what acceptance measures)")

@@ -55,7 +55,7 @@ def tv_noise_floor(counts_a: Counts, counts_b: Counts, splits: int = 100, seed: 
 
 
 def tv_noise_band(counts_a: Counts, counts_b: Counts, quantile: float = 0.95, splits: int = 200,
-                  seed: int = 0) -> float:  # fmt: skip
+                  seed: int = 0) -> float:
     """The noise floor as an interval [0, band]: the `quantile` of `tv_resplits`. A sample drawn from the
     same distribution as `counts_a` lands at a TV from it inside the band `quantile` of the time (19
     times in 20 at 0.95); outside it by chance alone the rest."""
@@ -70,7 +70,7 @@ def chi_square_sf(statistic: float, dof: int) -> float:
     if dof <= 0:
         return 1.0
     value = torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64),
-                                    torch.tensor(max(statistic, 0.0) / 2.0, dtype=torch.float64))  # fmt: skip
+                                    torch.tensor(max(statistic, 0.0) / 2.0, dtype=torch.float64))
     return float(value)
 
 

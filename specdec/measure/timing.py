@@ -57,7 +57,7 @@ def lane(pair: ModelPair, prompt_ids: list[int], settings: Settings, speculative
     run = TimedRun(SPECULATIVE if speculative else TARGET)
     # Lean traces: a race shows rates and acceptance, never the per-position top-token tables.
     source = (rounds(pair, prompt_ids, settings, detail=False) if speculative
-              else target_steps(pair, prompt_ids, settings))  # fmt: skip
+              else target_steps(pair, prompt_ids, settings))
 
     def passes() -> Iterator[TimedRun]:
         for item, seconds in locked_steps(source, lock):
@@ -186,7 +186,7 @@ def gamma_sweep(pair, prompt_ids, settings, gammas=range(1, 9), lock=MODEL_LOCK)
 
 
 def prompt_set_runs(pair, prompt_sets: dict[str, list[str]], settings, chat: bool,
-                    lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
+                    lock=MODEL_LOCK) -> Iterator[dict]:
     """Every prompt of every set, speculative and target-only (who goes first alternates): one row each.
     Round robin, the first prompt of every set before any second one, so that a page drawing the rows
     as they come shows every kind early (code and prose within the first few runs)."""
@@ -216,7 +216,7 @@ def prompt_set_runs(pair, prompt_sets: dict[str, list[str]], settings, chat: boo
                 "target_tokens_per_second": runs[False].tokens_per_second,
                 "speedup": runs[True].tokens_per_second / runs[False].tokens_per_second
                 if runs[False].tokens_per_second else 0.0,
-            }  # fmt: skip
+            }
 
 
 PROMPT_SET_NUMBERS = ("acceptance_rate", "tokens_per_pass", "speedup")
@@ -228,7 +228,7 @@ def saved_results(pair: ModelPair, settings: Settings, chat: bool, rows: list[di
     return {"target": pair.target.name, "drafter": pair.drafter_name,
             "settings": {"gamma": settings.gamma, "temperature": sampling.temperature, "top_k": sampling.top_k,
                          "top_p": sampling.top_p, "max_new_tokens": settings.max_new_tokens, "chat": chat},
-            "rows": rows}  # fmt: skip
+            "rows": rows}
 
 
 def check_saved_results(data: object) -> dict:
@@ -239,7 +239,7 @@ def check_saved_results(data: object) -> dict:
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict) or not {"category", "prompt", *PROMPT_SET_NUMBERS} <= row.keys():
             raise SpecDecError(f"row {number} of the file lacks category, prompt, acceptance_rate, "
-                               "tokens_per_pass or speedup")  # fmt: skip
+                               "tokens_per_pass or speedup")
         for key in PROMPT_SET_NUMBERS:
             value = row[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -255,7 +255,7 @@ def category_summary(rows: list[dict]) -> list[dict]:
         out.append({"category": category, "prompts": len(mine)} | {
             key: median(r[key] for r in mine)
             for key in PROMPT_SET_NUMBERS
-        })  # fmt: skip
+        })
     return out
 
 
@@ -263,7 +263,7 @@ def category_summary(rows: list[dict]) -> list[dict]:
 
 
 def forward_cost_by_size(pair, prompt_ids, sizes=(1, 2, 4, 8, 16, 32), repeats: int = 5,
-                  lock=MODEL_LOCK) -> Iterator[dict]:  # fmt: skip
+                  lock=MODEL_LOCK) -> Iterator[dict]:
     """The target's cached forward pass over n new tokens (after the prompt), median of `repeats`.
     Its logits stay on the model's device, as a verification pass's do: nothing of them is copied to
     the host inside the timing (the clock waits for a GPU's queued work itself: specdec.clock)."""

@@ -26,7 +26,7 @@ def tree_lanes(pair: ModelPair, settings: Settings) -> dict[str, tuple[ModelPair
     """label -> (pair, settings, speculates): the tree, the chain and the target alone, one pair."""
     tree = tree_settings(settings)
     return {f"{TREE} ({tree.tree})": (pair, tree, True), CHAIN: (pair, chain_settings(settings), True),
-            TARGET: (pair, chain_settings(settings), False)}  # fmt: skip
+            TARGET: (pair, chain_settings(settings), False)}
 
 
 def drew_trees(run: TimedRun) -> bool:
@@ -45,5 +45,5 @@ def lane_rows(runs: dict[str, TimedRun]) -> list[dict]:
             "speedup": run.tokens_per_second / plain.tokens_per_second if plain.tokens_per_second else 0.0,
             "passes": passes, "tokens_per_pass": len(run.token_ids) / passes if passes else 0.0,
             "trees": drew_trees(run),
-        })  # fmt: skip
+        })
     return rows

@@ -82,7 +82,7 @@ class TreeLaw:
 
 
 def exact_tree_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, rule: TreeRule,
-                   width: int) -> TreeLaw:  # fmt: skip
+                   width: int) -> TreeLaw:
     """The law of the token a node with `width` candidates emits under `rule`, by enumeration of every
     draw and every test outcome (p and q small: a Coarse pair)."""
     p0, q0 = target_probs.double(), draft_probs.double()
@@ -110,7 +110,7 @@ def exact_tree_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, rule: 
             kept_at[rank] += reach * keep
             if reach * (1 - keep) > NEGLIGIBLE:
                 visit(rank + 1, left, without(q_judge, token) if rule.shrink_draft else q_judge,
-                      without(q_draw, token), reach * (1 - keep))  # fmt: skip
+                      without(q_draw, token), reach * (1 - keep))
 
     visit(0, p0, q0, q0, 1.0)
     return TreeLaw(law, tuple(kept_at), 0.5 * float((law - p0).abs().sum()))
@@ -135,7 +135,7 @@ class TreeRuleResult:
 
 
 def sample_rule(pair: Coarse, rule: TreeRule, width: int, samples: int,
-                generator: torch.Generator) -> tuple[Counter, int]:  # fmt: skip
+                generator: torch.Generator) -> tuple[Counter, int]:
     """`samples` tokens emitted by `rule` with `width` candidates -> (their counts, how many kept one)."""
     counts, kept = Counter(), 0
     p, q = pair.target_probs, pair.draft_probs
@@ -146,7 +146,7 @@ def sample_rule(pair: Coarse, rule: TreeRule, width: int, samples: int,
     return counts, kept
 
 
-def tree_trial(target_probs: torch.Tensor, draft_probs: torch.Tensor, width: int, samples: int,  # fmt: skip
+def tree_trial(target_probs: torch.Tensor, draft_probs: torch.Tensor, width: int, samples: int,
                seed: int = 0, names: tuple[str, ...] = tuple(TREE_RULES)) -> tuple[Coarse, dict, list]:
     """Each rule named at one position: its exact law and `samples` sampled tokens, against 2 × samples
     of the target alone (two halves: the noise band). -> (the pair enumerated, {name: TreeLaw}, rows)."""
@@ -164,7 +164,7 @@ def tree_trial(target_probs: torch.Tensor, draft_probs: torch.Tensor, width: int
             name, rule.title, rule.lossless, rule.draw_words, rule.test_words, samples, kept / samples,
             law.acceptance, law.kept_at, tv_distance(counts, half_a), law.tv, floor, band,
             chi_square_two_sample(counts, half_a).p_value,
-        ))  # fmt: skip
+        ))
     return pair, laws, rows
 
 
@@ -178,7 +178,7 @@ def law_rows(pair: Coarse, laws: dict[str, TreeLaw], token_text) -> list[dict]:
     texts = [token_text(i) for i in pair.ids] + ([REST] if pair.has_rest else [])
     return [{"token": text, "p": float(pair.target_probs[i]),
              **{name: float(law.law[i]) for name, law in laws.items()}}
-            for i, text in enumerate(texts)]  # fmt: skip
+            for i, text in enumerate(texts)]
 
 
 def trial_at(pair, context: list[int], settings, width: int, samples: int, lock=None) -> dict:
@@ -191,5 +191,5 @@ def trial_at(pair, context: list[int], settings, width: int, samples: int, lock=
         return found
     coarsened, laws, rows = tree_trial(at.target_probs, at.draft_probs, width, samples, settings.seed)
     found.update(rows=[asdict(row) for row in rows], laws=law_rows(coarsened, laws, pair.token_text),
-                 single=single_acceptance(coarsened), rest=coarsened.has_rest)  # fmt: skip
+                 single=single_acceptance(coarsened), rest=coarsened.has_rest)
     return found

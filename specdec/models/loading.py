@@ -71,7 +71,7 @@ def cpu_description() -> dict:
     text = _cpuinfo()
     flags = set(text.split())
     model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                  if line.startswith("model name")), "unknown")  # fmt: skip
+                  if line.startswith("model name")), "unknown")
     return {
         "model": model,
         "cores": os.cpu_count(),
@@ -121,7 +121,7 @@ def choose_dtype(device_type: str, fast: bool, forced: str | None, bf16_supporte
     if forced in ("float32", "bfloat16"):
         if forced == "bfloat16" and not bf16_supported:
             raise SpecDecError("SPECDEC_DTYPE=bfloat16, but this GPU has no bf16 support "
-                               "(torch.cuda.is_bf16_supported() is False): unset SPECDEC_DTYPE")  # fmt: skip
+                               "(torch.cuda.is_bf16_supported() is False): unset SPECDEC_DTYPE")
         return getattr(torch, forced)
     if forced:
         raise SpecDecError(f"SPECDEC_DTYPE must be float32 or bfloat16, got {forced!r}")
@@ -374,10 +374,10 @@ def load_model(name: str, fast: bool = False, draft: bool = False, rebuilt: bool
                 _discard(Path(path))
                 return load_model(name, fast, draft, rebuilt=True)
             raise SpecDecError(f"could not load the bundled model '{name}' even from a fresh conversion "
-                               f"({first_line(error)}): {SETUP_HINT}") from error  # fmt: skip
+                               f"({first_line(error)}): {SETUP_HINT}") from error
         if local_only and isinstance(error, (OSError, ValueError, KeyError)):
             raise SpecDecError(f"could not load model '{name}': it is not a folder here, not in the local "
-                               "Hugging Face cache, and the hub cannot be reached") from error  # fmt: skip
+                               "Hugging Face cache, and the hub cannot be reached") from error
         raise SpecDecError(f"could not load model '{name}': {first_line(error)}") from error
     head_file = Path(path) / HEAD_TOKENS_FILE
     head_token_ids = json.loads(head_file.read_text()) if head_file.is_file() else None
@@ -407,7 +407,7 @@ def tokenizer_mismatch(target_tokenizer, draft_tokenizer, target_name: str, draf
     return (f"tokenizers differ: target '{target_name}' has {len(target_vocab)} tokens, draft "
             f"'{draft_name}' has {len(draft_vocab)} ({only_target} only in the target, "
             f"{only_draft} only in the draft, or the same tokens with other ids); "
-            "the pair must share one tokenizer")  # fmt: skip
+            "the pair must share one tokenizer")
 
 
 def check_tokenizers_match(target: LoadedModel, draft: LoadedModel) -> None:

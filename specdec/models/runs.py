@@ -65,7 +65,7 @@ def target_steps(pair: ModelPair, prompt_ids: list[int], settings: Settings) -> 
     return target_only_steps(
         target, prompt_ids, settings.sampling, _generator(settings.seed),
         settings.max_new_tokens, pair.stop_token_ids,
-    )  # fmt: skip
+    )
 
 
 @dataclass

@@ -40,7 +40,7 @@ class StartupSplit:
 
 
 def load_timed(target: str, drafter: str | None, imports: float | None = None
-               ) -> tuple[ModelPair, StartupSplit]:  # fmt: skip
+               ) -> tuple[ModelPair, StartupSplit]:
     """ModelPair.load, with where its time went."""
     return timed_load(lambda: ModelPair.load(target, drafter), imports)
 

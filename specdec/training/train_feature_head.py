@@ -111,7 +111,7 @@ def make_batch(examples: list[FeatureExample], embed: torch.nn.Embedding) -> Bat
     layer_features = None
     if examples[0].layer_features is not None:
         layer_features = pad_sequence([e.layer_features.float() for e in examples],
-                                      batch_first=True)[:, :-1].to(device)  # fmt: skip
+                                      batch_first=True)[:, :-1].to(device)
     features = features.to(device)
     return Batch(embeddings, features[:, :-1], features[:, 1:], mask[:, 1:].to(device), loss_mask.to(device),
                  layer_features)

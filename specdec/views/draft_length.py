@@ -31,7 +31,7 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
         return (f"Adaptive length. One more draft would have brought the chance that every draft "
                 f"survives to **{trace.stop_confidence:.2f}**. That is below what it costs, "
                 f"**{threshold:.2f}** ({price}). The drafts after it would not have paid that back, "
-                f"{then}")  # fmt: skip
+                f"{then}")
     if trace.draft_stop == STOP_BUDGET:
         return f"The token budget leaves room for {k} draft(s) and the target's own token."
     if trace.draft_stop == STOP_NO_MATCH:
@@ -41,7 +41,7 @@ def why_drafting_stopped(trace: RoundTrace, settings: Settings) -> str:
     if settings.adaptive and cap < settings.gamma:
         return (f"It reached this round's cap, **{cap}**. With adaptive length the cap follows "
                 f"acceptance: two more after a round whose every draft survived, one fewer after a "
-                f"rejection, never above γ = {settings.gamma}.")  # fmt: skip
+                f"rejection, never above γ = {settings.gamma}.")
     return f"It reached the cap, γ = **{cap}**."
 
 
@@ -55,4 +55,4 @@ def draft_prices(pass_costs: tuple[float, ...], settings: Settings) -> list[dict
              "pass cost (plain steps)": round(costs[i + 1], 2),
              "added by this draft": round(threshold - (settings.draft_threshold if i else 0.0), 2),
              "chance it must beat": round(threshold, 2)}
-            for i, threshold in enumerate(thresholds)]  # fmt: skip
+            for i, threshold in enumerate(thresholds)]

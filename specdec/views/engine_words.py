@@ -156,7 +156,7 @@ def translations(c: EngineCounts) -> list[Translation]:
         Translation("SGLang", "accept len", f"{c.tokens_per_pass:.2f}",
                     f"tokens emitted / verification passes = {c.emitted} / {c.passes}",
                     "tokens per pass (bonus and correction included)"),
-    ]  # fmt: skip
+    ]
 
 
 @dataclass(frozen=True)

@@ -68,14 +68,14 @@ def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_
 
 
 def _tree_cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *,
-                draft_row: bool) -> list[CacheCell]:  # fmt: skip
+                draft_row: bool) -> list[CacheCell]:
     """A tree round's cells (core.tree_rounds): the target cached the root at `start` and node i at
     start + i, and keeps the root and the accepted path; the draft cached the nodes it fed (which ones
     the trace does not say, so their tokens are left out) and keeps those on the path, first."""
     tree = trace.tree
     if draft_row:
         return [CacheCell(slot, DRAFT, None, kept is not None and slot >= kept)
-                for slot in range(start, stop)]  # fmt: skip
+                for slot in range(start, stop)]
     depth = [0] * len(tree.parents)
     for node in range(1, len(tree.parents)):
         depth[node] = depth[tree.parents[node]] + 1
@@ -86,7 +86,7 @@ def _tree_cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *,
         position = trace.context_length - 1 + depth[node]
         kind = READ if node == 0 else (DRAFT if node in on_path or kept is None else SIBLING)
         cells.append(CacheCell(position, kind, tree.tokens[node] if node else None,
-                               kept is not None and node not in on_path))  # fmt: skip
+                               kept is not None and node not in on_path))
     return cells
 
 

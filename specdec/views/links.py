@@ -61,7 +61,7 @@ def read_link(
         prompt = params["prompt"]
         if len(prompt) > max_prompt_chars:
             notices.append(f"the prompt in the link has {len(prompt):,} characters: cut to the first "
-                           f"{max_prompt_chars:,}, this server's limit")  # fmt: skip
+                           f"{max_prompt_chars:,}, this server's limit")
             prompt = prompt[:max_prompt_chars]
         values["prompt"] = prompt
     return values, notices

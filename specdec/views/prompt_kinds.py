@@ -26,7 +26,7 @@ NOT_IT = {
                "speculative run and the target alone alike; how many drafts the target keeps depends on "
                "what the text says next.",
     "length": "Every prompt had the same budget of new tokens, so the answers' length cannot make the gap.",
-}  # fmt: skip
+}
 
 
 def kind_words(category: str) -> str:
@@ -49,13 +49,13 @@ def quiz_question(summary: list[dict]) -> str:
     a, b, x, y = first["category"], second["category"], first["speedup"], second["speedup"]
     if {a, b} == {"code", "prose"} and x <= y:
         return (f"Here code ran at {x:.2f}× and prose at {y:.2f}×: no gap this run. On more prompts, "
-                "code usually gains more than prose: why?")  # fmt: skip
+                "code usually gains more than prose: why?")
     return f"Here {a} ran at {x:.2f}× and {b} at {y:.2f}×, with {HELD}: why the gap?"
 
 
 def _numbers(kind: dict) -> str:
     return (f"**{kind['category']}** kept {kind['acceptance_rate']:.0%} of its drafts "
-            f"({kind['tokens_per_pass']:.2f} tokens per target pass, {kind['speedup']:.2f}×)")  # fmt: skip
+            f"({kind['tokens_per_pass']:.2f} tokens per target pass, {kind['speedup']:.2f}×)")
 
 
 def quiz_feedback(summary: list[dict], answer: str, per_category: int) -> tuple[bool, str]:
@@ -66,13 +66,13 @@ def quiz_feedback(summary: list[dict], answer: str, per_category: int) -> tuple[
     shown = first["acceptance_rate"] > second["acceptance_rate"]
     caveat = "" if shown else (
         f" This run does not show it for {first['category']} and {second['category']} ({per_category} "
-        "prompt(s) a kind is few): run more prompts per kind.")  # fmt: skip
+        "prompt(s) a kind is few): run more prompts per kind.")
     if answer == RIGHT:
         return True, (f"Right. {numbers} What differs is the text: {first['category']} continues in ways a "
                       "small drafter can guess (syntax, names already in the context, repeated patterns), "
-                      f"while {second['category']} has more good next words.{caveat}")  # fmt: skip
+                      f"while {second['category']} has more good next words.{caveat}")
     return False, (f"Not the main reason. {NOT_IT[answer]} {numbers} What differs is how predictable "
-                   f"the continuations are, which sets the acceptance rate α.{caveat}")  # fmt: skip
+                   f"the continuations are, which sets the acceptance rate α.{caveat}")
 
 
 def prompt_rows(rows: list[dict]) -> list[dict]:
@@ -90,4 +90,4 @@ def prompt_rows(rows: list[dict]) -> list[dict]:
              "speculative tokens/s": optional(row, "speculative_tokens_per_second"),
              "target alone tokens/s": optional(row, "target_tokens_per_second"),
              "speed-up": f"{row['speedup']:.2f}×", "text": str(row.get("text", ""))}
-            for row in rows]  # fmt: skip
+            for row in rows]

@@ -77,10 +77,10 @@ def reason(trace: RoundTrace, i: int, target_top: str | None = None) -> str:
     if trace.thresholds is not None:  # typical acceptance: a bar, no coin
         bar = trace.thresholds[i]
         return (f"kept: p(x)={p:.2f} is above the bar {bar:.2f}" if kept
-                else f"rejected: p(x)={p:.2f} is not above the bar {bar:.2f}")  # fmt: skip
+                else f"rejected: p(x)={p:.2f} is not above the bar {bar:.2f}")
     if trace.target_draws is not None:  # sample and compare: the target's own draw y
         return (f"kept: the target drew this very token (chance p(x)={p:.2f})" if kept
-                else f"rejected: the target drew another token (x had chance p(x)={p:.2f})")  # fmt: skip
+                else f"rejected: the target drew another token (x had chance p(x)={p:.2f})")
     if trace.uniforms is None:  # greedy, or the top-choice rule: the argmax test
         if kept:
             return "kept: it is the target's most likely token (argmax of p)"
@@ -91,11 +91,11 @@ def reason(trace: RoundTrace, i: int, target_top: str | None = None) -> str:
         return f"kept once reached: p(x)={p:.2f} ≥ q(x)={q:.2f}, so its test always passes"
     if kept:
         return (f"a coin flip: kept with probability {ratio:.2f}, and this time it was (the uniform draw "
-                f"u={u:.2f} < {ratio:.2f})")  # fmt: skip
+                f"u={u:.2f} < {ratio:.2f})")
     if p == 0:
         return "rejected: p(x)=0, the target never writes this token here"
     return (f"rejected: the uniform draw u={u:.2f} ≥ p/q={ratio:.2f} (kept with probability {ratio:.2f}, "
-            "not this time)")  # fmt: skip
+            "not this time)")
 
 
 def judge(
@@ -163,13 +163,13 @@ class Score:
                     "true_probability": sum(m.survival_probability for m in inside) / len(inside),
                     "said_kept": sum(bool(m.predicted_kept) for m in inside) / len(inside),
                     "drafts": len(inside),
-                })  # fmt: skip
+                })
         return rows
 
     def count_guesses(self) -> list[dict]:
         """COUNT answers: the expected number of survivors against the student's number."""
         return [{"expected": a.expected_count, "said": a.predicted_count, "kept": a.kept_count}
-                for a in self.answers if a.question == COUNT]  # fmt: skip
+                for a in self.answers if a.question == COUNT]
 
 
 # -- a tree round: which branch survives ------------------------------------------------------------
@@ -189,7 +189,7 @@ def branch_reason(record, rank: int) -> str:
     chance, u = record.keep_chances[rank], record.uniforms[rank]
     if u is None:  # temperature 0: the target's top token or not
         return ("kept: it is the target's most likely token" if kept
-                else "rejected: not the target's most likely token")  # fmt: skip
+                else "rejected: not the target's most likely token")
     shrunk = "" if rank == 0 else ", against the residual p and q without the candidates before it"
     if kept:
         return f"kept: its coin u={u:.2f} < its keep chance {chance:.2f}{shrunk}"

@@ -303,7 +303,7 @@ class Stepper:
             "round", "context_length", "drafted", "num_drafted", "num_accepted", "next_token",
             "next_token_origin", "emitted", "accept_probs", "uniforms", "rule", "target_draws",
             "thresholds", "draft_seconds", "verify_seconds",
-        ])  # fmt: skip
+        ])
         for t in self.traces:
             writer.writerow([
                 t.index + 1, t.context_length, " ".join(self.label(x) for x in t.drafted_tokens),
@@ -314,5 +314,5 @@ class Stepper:
                 t.rule, "" if t.target_draws is None else " ".join(self.label(x) for x in t.target_draws),
                 "" if t.thresholds is None else " ".join(f"{h:.4f}" for h in t.thresholds),
                 f"{t.draft_seconds:.6f}", f"{t.verify_seconds:.6f}",
-            ])  # fmt: skip
+            ])
         return buffer.getvalue()

@@ -20,7 +20,7 @@ MAX_TOKEN_CHARS = 16
 _PIECE = re.compile(r"<0x[0-9A-F]{2}>(?:×\d+)?|⟨[^⟩]*⟩|.×\d+|.", re.DOTALL)
 # Chat-template tokens in the words a page uses; any other special token shows its name without <| |>.
 SPECIAL_WORDS = {"<|im_start|>": "turn start", "<|im_end|>": "end of answer", "<|endoftext|>": "end of text",
-                 "</s>": "end of text", "<s>": "text start", "<|eot_id|>": "end of answer"}  # fmt: skip
+                 "</s>": "end of text", "<s>": "text start", "<|eot_id|>": "end of answer"}
 # Inside a label, words are parted by a middle dot, not a space: a run's tokens are written with spaces
 # between them (the CSV download), and a label must stay one word there.
 WORD_GAP = "·"

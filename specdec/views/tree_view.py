@@ -123,21 +123,21 @@ def sibling_steps(record: SiblingRecord) -> list[SiblingStep]:
     for rank, token in enumerate(record.tokens):
         kept = record.kept is not None and rank == tested - 1
         common = {"child": rank, "token": token, "keep_chance": record.keep_chances[rank],
-                  "uniform": record.uniforms[rank]}  # fmt: skip
+                  "uniform": record.uniforms[rank]}
         steps.append(SiblingStep(phase=PQ, target_probs=target[rank], draft_probs=draft[rank], kept=None,
-                                 **common))  # fmt: skip
+                                 **common))
         steps.append(SiblingStep(phase=COIN, target_probs=target[rank], draft_probs=draft[rank], kept=kept,
-                                 **common))  # fmt: skip
+                                 **common))
         if not kept:
             after = target[rank + 1] if rank + 1 < tested else record.residual
             steps.append(SiblingStep(phase=AFTER, target_probs=after, draft_probs=without(draft[rank], token),
-                                     kept=False, **common))  # fmt: skip
+                                     kept=False, **common))
     last = steps[-1] if steps else None
     steps.append(SiblingStep(
         child=tested - 1 if record.kept is not None else tested, phase=OUTCOME, token=record.token,
         target_probs=record.residual if record.kept is None else (last.target_probs if last else None),
         draft_probs=None, keep_chance=None, uniform=None, kept=record.kept is not None,
-    ))  # fmt: skip
+    ))
     return steps
 
 

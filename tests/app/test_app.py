@@ -153,7 +153,7 @@ def test_link_values_out_of_range_are_clamped_with_a_notice(tiny_pair_dirs):
     at.session_state["target"] = tiny_pair_dirs["target"]
     at.session_state["drafter"] = tiny_pair_dirs["draft"]
     at.query_params.update({"gamma": "-1", "top_p": "0", "max_new_tokens": "999999", "temperature": "nan",
-                            "prompt": "The quick brown fox"})  # fmt: skip
+                            "prompt": "The quick brown fox"})
     at.run()
     assert_clean(at)
     said = " ".join(warnings(at))
@@ -260,7 +260,7 @@ def test_stop_keeps_what_a_long_run_measured(tiny_pair_dirs):
 
         saved = {}
         ui.run_with_progress(steps(), 5, str, "_stop", lambda items, finished: saved.update(
-            items=list(items), finished=finished))  # fmt: skip
+            items=list(items), finished=finished))
         st.write(f"saved {saved['items']} finished={saved['finished']}")
 
     at = AppTest.from_function(script, default_timeout=30).run()

@@ -26,7 +26,7 @@ def test_a_full_run_measures_every_batch_size_and_the_cost_curve(tiny_pair_dirs)
     rows = at.table[0].value.to_dict("records")
     assert [r["B"] for r in rows] == [1, 2, 4, 8, 16]
     assert all(r["target only tok/s"] > 0 and r["speculative tok/s"] > 0 and r["expected ratio"] > 0
-               for r in rows)  # fmt: skip
+               for r in rows)
     assert len(at.get("plotly_chart")) == 3  # throughput, cost curve, ratio
     text = markdown(at)
     assert "memory-bound" in text and "vLLM" in text and "thirty students are a batch" in text

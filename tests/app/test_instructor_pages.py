@@ -46,7 +46,7 @@ def test_prompt_sets_quiz_and_reload(tiny_pair_dirs):
     assert charts(at) == 3
     assert {row["category"] for row in at.dataframe[0].value.to_dict("records")} == {
         "code", "structured", "prose", "creative", "copy-heavy"
-    }  # fmt: skip
+    }
     summary = {row["category"]: row for row in at.dataframe[1].value.to_dict("records")}  # [0]: the sets
     question = at.radio(key="_cp_quiz").label  # the run's own numbers, not the lesson's fixed ones
     code, prose = summary["code"]["speedup"], summary["prose"]["speedup"]
@@ -103,7 +103,7 @@ def test_idle_machine_curve_its_table_and_its_words_are_one_measurement(tiny_pai
     assert [r["new tokens"] for r in table] == measured["x"]
     assert [float(r["× one token"]) for r in table] == pytest.approx(measured["y"], abs=0.006)
     assert all(float(low) <= float(r["median ms"]) <= float(high)
-               for r in table for low, high in [r["fastest–slowest ms"].split("–")])  # fmt: skip
+               for r in table for low, high in [r["fastest–slowest ms"].split("–")])
     words = next(m.value for m in at.markdown if "a one-token pass (its repeats took" in m.value)
     verify = next(r for r in table if r["new tokens"] == 4)  # γ + 1
     assert f"costs **{verify['× one token']}×** a one-token pass" in words

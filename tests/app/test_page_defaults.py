@@ -21,7 +21,7 @@ def page_constant(page: str, name: str):
     """A literal constant of a page script, read without running the page."""
     tree = ast.parse((ROOT / page).read_text(encoding="utf-8"))
     return next(ast.literal_eval(node.value) for node in tree.body
-                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name)  # fmt: skip
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name)
 
 
 def test_a_step_shows_its_round_in_about_two_seconds_at_the_default_pace(tiny_pair_dirs):
@@ -56,7 +56,7 @@ def test_the_first_ready_prompt_rejects_a_draft_within_three_steps(bundled_pair)
     stepper = Stepper(bundled_pair, prompt_ids, settings)
     rounds = [stepper.step() for _ in range(3)]
     assert any(r.num_accepted < r.num_drafted for r in rounds if r is not None), \
-        [(r.num_accepted, r.num_drafted) for r in rounds if r is not None]  # fmt: skip
+        [(r.num_accepted, r.num_drafted) for r in rounds if r is not None]
 
 
 @pytest.mark.slow
@@ -70,5 +70,5 @@ def test_lookup_copies_on_the_variants_default_prompt(bundled_pair):
     settings = replace(Settings(), adaptive=False, sampling=SamplingConfig(0.0))
     lookup = bundled_pair.with_drafter(NGRAM)
     result = generate(lookup, lookup.encode_prompt(default, True, settings.max_new_tokens), settings,
-                      detail=False)  # fmt: skip
+                      detail=False)
     assert result.metrics["tokens_per_pass"] > 1.5, result.metrics

@@ -11,13 +11,13 @@ from streamlit.testing.v1.element_tree import Block, Expander
 
 PAGES = ["app_pages/home.py", "app_pages/rounds.py", "app_pages/speedup.py", "app_pages/code_vs_prose.py",
          "app_pages/guarantee.py", "app_pages/rule_trial.py", "app_pages/idle_machine.py",
-         "app_pages/batch_class.py", "app_pages/variants.py", "app_pages/stack.py"]  # fmt: skip
+         "app_pages/batch_class.py", "app_pages/variants.py", "app_pages/stack.py"]
 MAX_WORDS = 30
 FULL = False  # the whole sentence in the message (scripts that list them set it)
 TEXT_KINDS = {"markdown", "caption", "alert", "info", "warning", "success", "error", "text"}
 # Raw names a reader should never meet on a page's face (the words the pages use instead exist).
 RAW = [re.compile(p) for p in (r"<0x[0-9A-Fa-f]{2}>", r"<\|im_(?:start|end)\|>", r"\bcopy_heavy\b",
-                               r"\d\.\d+e[+-]\d\d", r"\bngram\+")]  # fmt: skip
+                               r"\d\.\d+e[+-]\d\d", r"\bngram\+")]
 
 
 def face_texts(node) -> list[str]:

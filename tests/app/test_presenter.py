@@ -10,7 +10,7 @@ from specdec.views.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT
 
 EVERYDAY = ["Drafter", "Draft length γ", "Temperature (0 = greedy)", "Acceptance rule"]
 MACHINERY = ["Price each draft by this machine's passes", "Stop drafting below this confidence",
-             "Second choices beside the drafts (temperature 0)"]  # fmt: skip
+             "Second choices beside the drafts (temperature 0)"]
 
 
 def app(tiny_pair_dirs, **params) -> AppTest:
@@ -24,7 +24,7 @@ def app(tiny_pair_dirs, **params) -> AppTest:
 
 def sidebar_labels(container) -> list[str]:
     return [w.label for kind in ("toggle", "slider", "selectbox", "number_input", "text_input")
-            for w in getattr(container, kind)]  # fmt: skip
+            for w in getattr(container, kind)]
 
 
 @pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it

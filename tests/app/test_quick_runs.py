@@ -31,7 +31,7 @@ def test_time_left_is_the_pace_so_far_times_the_weight_still_to_do():
 
 def test_durations_read_as_a_person_says_them():
     assert [eta.say_seconds(s) for s in (0.2, 7.4, 23, 61, 95, 400)] == [
-        "1 s", "8 s", "25 s", "1 min", "1 min 40 s", "6 min"]  # fmt: skip
+        "1 s", "8 s", "25 s", "1 min", "1 min 40 s", "6 min"]
 
 
 def test_class_weights_one_per_step_heavier_as_rows_grow():
@@ -82,11 +82,11 @@ def test_sample_chart_draws_partial_results():
 def test_live_charts_take_the_first_result_alone():
     """What a page draws after its first result: one prompt, one batch size, one sweep row."""
     one_prompt = [{"category": "code", "prompt": 1, "acceptance_rate": 0.5, "tokens_per_pass": 2.0,
-                   "speedup": 1.4}]  # fmt: skip
+                   "speedup": 1.4}]
     speedup = charts.category_chart(one_prompt, "speedup", "Speed-up", "x")
     assert "1 prompt each" in speedup.layout.xaxis.title.text
     one_size = [{"batch_size": 1, "target_only_tokens_per_second": 10.0,
-                 "speculative_tokens_per_second": 15.0}]  # fmt: skip
+                 "speculative_tokens_per_second": 15.0}]
     throughput = charts.batch_throughput_chart(one_size, None)
     assert [list(t.x) for t in throughput.data] == [[1], [1]]
     one_row = [{"temperature": 0.0, "category": "code", "alpha": 0.8, "expected_alpha": 0.8, "speedup": 1.5}]

@@ -13,7 +13,7 @@ def _charts(at) -> list[str]:
     """The plotly charts on screen, each as its title and its traces' names."""
     specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     return [" | ".join([spec["layout"]["title"]["text"], *(t.get("name") or "" for t in spec["data"])])
-            for spec in specs]  # fmt: skip
+            for spec in specs]
 
 
 @pytest.mark.slow  # a few tree rounds of the tiny pair and five stages: seconds on a 2-core machine

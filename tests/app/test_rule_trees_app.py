@@ -20,7 +20,7 @@ def test_the_tree_rules_are_judged_exactly_and_sampled(tiny_pair_dirs):
     assert [r["rule"] for r in rows] == [
         "without replacement (recursive rejection)", "with replacement (SpecInfer)",
         "without replacement, q left whole ⚠ lossy", "q's top k, judged as if drawn ⚠ lossy",
-    ]  # fmt: skip
+    ]
     exact = {r["rule"]: float(r["TV exact"]) for r in rows}
     assert exact["without replacement (recursive rejection)"] < 1e-6
     assert exact["with replacement (SpecInfer)"] < 1e-6

@@ -9,7 +9,7 @@ from specdec.config import RULE_NAMES, SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, 
 PAGE, ROUNDS = "app_pages/rule_trial.py", "app_pages/rounds.py"
 # Stage 3's own test, as each rule's lines read it (above temperature 0).
 TEST_WORDS = {SPECULATIVE: "min(1, p/q)=", TOP_CHOICE: "the target's argmax",
-              SAMPLE_COMPARE: "the target drew y", TYPICAL: "threshold"}  # fmt: skip
+              SAMPLE_COMPARE: "the target drew y", TYPICAL: "threshold"}
 
 
 def markdown(at: AppTest) -> str:
@@ -33,7 +33,7 @@ def test_trial_runs_each_rule_and_marks_the_lossy_ones(tiny_pair_dirs):
     assert [r["rule"] for r in rows] == [
         "speculative sampling", "the top choice matches ⚠ lossy",
         "sample and compare", "typical acceptance (Medusa) ⚠ lossy",
-    ]  # fmt: skip
+    ]
     assert all(0 <= float(r["acceptance α"]) <= 1 and 0 <= float(r["TV from target"]) <= 1 for r in rows)
     assert len(at.get("plotly_chart")) == 2  # acceptance against distance; p against each exact law
     assert "Noise band (the target's two halves, re-split 200 times): TV 0 to" in markdown(at)
@@ -51,7 +51,7 @@ def test_sweep_covers_every_temperature_and_set(tiny_pair_dirs):
     assert_clean(at)
     rows = at.dataframe[0].value.to_dict("records")
     assert {(r["T"], r["set"]) for r in rows} == {(t, s) for t in (0.0, 0.3, 0.6, 1.0, 1.5)
-                                                   for s in ("code", "prose")}  # fmt: skip
+                                                   for s in ("code", "prose")}
     assert "lowest speed-up here is" in markdown(at)
 
 
@@ -144,7 +144,7 @@ def test_p_greater_than_q_typed_in_is_lossy_and_sampled(tiny_pair_dirs):
 
 @pytest.mark.parametrize("text, words", [("__import__('os')", "cannot be called"), ("9**9**9", "exponent"),
                                          ("p" * 10_000, "at most 200"),
-                                         ("1/0", "divides by zero")])  # fmt: skip
+                                         ("1/0", "divides by zero")])
 def test_a_bad_expression_is_one_line(tiny_pair_dirs, text, words):
     at = make_app(tiny_pair_dirs, PAGE, gamma=2)
     at.text_input(key="w_accept").input(text).run()

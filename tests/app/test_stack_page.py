@@ -25,7 +25,7 @@ def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dir
     assert not errors(at)
     labels = {m.label: m.value for m in at.metric}
     assert set(labels) == {"transformers, target alone", "transformers, assisted", "specdec, target alone",
-                           "specdec, speculative"}  # fmt: skip
+                           "specdec, speculative"}
     assert all(value.endswith("tok/s") for value in labels.values())
     run = at.session_state["stack_run"]  # transformers' assisted run, counted by forward hooks
     assert run.assisted_target_passes > 0 and run.assisted_draft_passes >= run.assisted_target_passes
@@ -48,7 +48,7 @@ def test_stack_page_runs_transformers_and_prints_the_engines_words(tiny_pair_dir
 def test_pair_check_says_which_models_can_draft(tiny_pair_dirs):
     at = make_app(tiny_pair_dirs, STACK)
     cases = [(tiny_pair_dirs["padded_draft"], "success"), (tiny_pair_dirs["other_tokenizer"], "error"),
-             ("no/such-model-anywhere", "error"), ("ngram", "success")]  # fmt: skip
+             ("no/such-model-anywhere", "error"), ("ngram", "success")]
     for name, verdict in cases:
         at.text_input[0].set_value(name)
         at.main.button[-1].click().run()  # the page's Check (the sidebar has buttons too)
@@ -77,7 +77,7 @@ def _run(assisted: float, passes: int = 20) -> stack.StackRun:
                           transformers_assisted=assisted,
                           specdec_target_only=20.0, specdec_speculative=25.0, same_text=True,
                           speculative=TimedRun("specdec"), assisted_tokens=40, assisted_target_passes=passes,
-                          assisted_draft_passes=4 * passes)  # fmt: skip
+                          assisted_draft_passes=4 * passes)
 
 
 def test_a_slower_assisted_run_is_explained_with_its_numbers():
@@ -102,7 +102,7 @@ def _snippet_arguments(code: str) -> dict:
     import ast
 
     call = next(node for node in ast.walk(ast.parse(code))
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "generate")  # fmt: skip
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "generate")
     return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg not in ("assistant_model",
                                                                                      "pad_token_id")}
 
@@ -119,7 +119,7 @@ def test_the_snippet_writes_the_runs_own_options(temperature, assistant):
     written = _snippet_arguments(code)
     lookup = assistant == stack.PROMPT_LOOKUP
     config = stack.transformers_options(settings, 0)["generation_config"] if lookup \
-        else stack.GenerationConfig(**stack.generate_arguments(settings), pad_token_id=0)  # fmt: skip
+        else stack.GenerationConfig(**stack.generate_arguments(settings), pad_token_id=0)
     assert written == {name: getattr(config, name) for name in written}  # what the run passes
     assert written["do_sample"] == (temperature > 0)
     assert ("torch.manual_seed(7)" in code) == (temperature > 0)

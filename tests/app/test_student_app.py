@@ -91,7 +91,7 @@ def test_an_instructors_link_opens_student_mode_with_the_same_rounds(tiny_pair_d
         at.session_state["target"] = tiny_pair_dirs["target"]
         at.session_state["drafter"] = tiny_pair_dirs["draft"]
         at.query_params.update({"student": "1", "question": "count", "hint": "q", "seed": "9", "chat": "0",
-                                "prompt": "def add(a, b):"})  # fmt: skip
+                                "prompt": "def add(a, b):"})
         at.run()
         at.switch_page(ROUNDS).run()
         assert at.session_state["student"] and at.session_state["question"] == "count"

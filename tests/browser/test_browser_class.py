@@ -62,9 +62,9 @@ def serve_class(env: dict[str, str], log_dir: Path):
     port = free_port()
     out = open(log_dir / "launcher.out", "w+")  # noqa: SIM115 - closed below
     command = ["scripts/serve_class.sh", "--replicas", "2", "--port", str(port), "--address", "127.0.0.1",
-               "--log-dir", str(log_dir)]  # fmt: skip
+               "--log-dir", str(log_dir)]
     launcher = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300  # first run: `scripts/setup.sh class` may install HAProxy
         while BANNER_END not in (text := (log_dir / "launcher.out").read_text()):
@@ -83,7 +83,7 @@ def open_student(browser, base: str, number: int):
     """A new browser context (its own cookies), named by its User-Agent in HAProxy's log; -> (page,
     the X-Specdec-Replica header of every response it received)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  user_agent=f"Mozilla/5.0 specdec-student-{number}")  # fmt: skip
+                                  user_agent=f"Mozilla/5.0 specdec-student-{number}")
     page = context.new_page()
     page.set_default_timeout(60_000)
     replicas: list[str] = []
@@ -136,7 +136,7 @@ def test_four_students_on_two_replicas_stay_sticky_and_survive_a_stopped_replica
     log_dir = ARTIFACTS / "serve-class"
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}  # fmt: skip
+           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}
     with serve_class(env, log_dir) as (launcher, base, pids), sync_playwright() as playwright:
         assert sorted(pids) == ["r1", "r2"]
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -92,7 +92,7 @@ def test_ten_students_answer_the_instructor_reveals_across_a_restart(tiny_pair_d
     OUT.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{tmp_path / 'class.sqlite'}"
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": "", "SPECDEC_CLASS_DB": url}  # fmt: skip
+           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": "", "SPECDEC_CLASS_DB": url}
     invite = ClassStore(url).open_class()  # as `python -m specdec class open` does
     choices = [(3 * i + 1) % 4 for i in range(STUDENTS)]
     figures = {}
@@ -167,9 +167,9 @@ def two_replicas(env: dict[str, str], log_dir: Path):
     port = free_port()
     out = open(log_dir / "launcher.out", "w+")  # noqa: SIM115 - closed below
     command = ["scripts/serve_class.sh", "--replicas", "2", "--port", str(port), "--address", "127.0.0.1",
-               "--log-dir", str(log_dir)]  # fmt: skip
+               "--log-dir", str(log_dir)]
     launcher = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while "Ctrl-C stops everything." not in (text := (log_dir / "launcher.out").read_text()):
@@ -193,7 +193,7 @@ def test_two_replicas_one_tally_and_a_replica_killed_half_way(tiny_pair_dirs, tm
     log_dir.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{tmp_path / 'class.sqlite'}"
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": "", "SPECDEC_CLASS_DB": url}  # fmt: skip
+           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": "", "SPECDEC_CLASS_DB": url}
     store = ClassStore(url)
     invite = store.open_class()
     store.open_question(invite.code, invite.key, CHECK)  # as the instructor's Open does

@@ -29,13 +29,13 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]
 PAGES = ["", "rounds", "speedup", "code-vs-prose", "guarantee", "rule-trial", "idle-machine",
-         "class-is-a-batch", "variants", "stack"]  # fmt: skip
+         "class-is-a-batch", "variants", "stack"]
 VIEWS = {"1280x720": ({"width": 1280, "height": 720}, {}),
-         "presenter-1920x1080": ({"width": 1920, "height": 1080}, {"presenter": "1"})}  # fmt: skip
+         "presenter-1920x1080": ({"width": 1920, "height": 1080}, {"presenter": "1"})}
 # The labels a reader must read whole: headings, the menu's and the pages' links, table headers,
 # metric labels, token chips. A label is cut off when its text is wider than its box.
 LABELS = ["h1", "h2", "h3", '[data-testid="stSidebarNav"] a', '[data-testid="stPageLink"] a',
-          '[data-testid="stTable"] th', '[data-testid="stMetricLabel"]', ".sd-tok"]  # fmt: skip
+          '[data-testid="stTable"] th', '[data-testid="stMetricLabel"]', ".sd-tok"]
 CLIPPED = """(selectors) => {
     const cut = [];
     let seen = 0;
@@ -101,7 +101,7 @@ def cut_labels(page) -> list[str]:
 def test_no_label_is_cut_off_on_any_page(tiny_pair_dirs):
     ARTIFACTS.mkdir(exist_ok=True)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     found = {}
     with streamlit_server(env) as base, browser() as chromium:
         for view, (viewport, params) in VIEWS.items():
@@ -163,7 +163,7 @@ def test_presenter_mode_draws_no_text_under_20_px(tiny_pair_dirs):
     """A projector seen from the back of a hall: on every page, in presenter mode at 1920×1080, every
     visible text of the main area, charts included, is at least 20 px."""
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     found = {}
     with streamlit_server(env) as base, browser() as chromium:
         page = chromium.new_page(viewport={"width": 1920, "height": 1080})

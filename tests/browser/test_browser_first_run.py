@@ -43,7 +43,7 @@ def first_run(cache_root: Path) -> dict[str, float]:
     Returns the seconds to the server's health answer, to the first page with models, and per Step."""
     # Empty caches, and the default models whatever the test's environment says.
     env = {"SPECDEC_CACHE": str(cache_root / "specdec"), "HF_HOME": str(cache_root / "huggingface"),
-           "SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": ""}  # fmt: skip
+           "SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": ""}
     ARTIFACTS.mkdir(exist_ok=True)
     started = time.monotonic()
     with streamlit_server(env, timeout=600, start_script=True) as base, browser_page() as page:

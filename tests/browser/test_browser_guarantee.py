@@ -45,7 +45,7 @@ def check_verdict(page) -> str:
     assert float(metric(page, "TV distance")) == pytest.approx(tv, abs=0.0006)
     caught = re.search(r"is caught: TV ([\d.]+) from the target, outside its band ([\d.]+)", text)
     unresolved = re.search(r"differs from the target by TV ([\d.]+) at the first token, "
-                           r"less than the ([\d.]+)", text)  # fmt: skip
+                           r"less than the ([\d.]+)", text)
     missed = re.search(r"was not caught this time: TV ([\d.]+), inside its band ([\d.]+)", text)
     assert caught or unresolved or missed, text[-1500:]
     if caught:

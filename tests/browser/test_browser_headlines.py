@@ -51,7 +51,7 @@ def click_and_wait(page, button: str, done) -> None:
 def plotly_charts(page) -> list[dict[str, list]]:
     """The page's Plotly charts in order, each as its traces, name -> [x, y], as the browser drew them."""
     return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(chart =>
-        Object.fromEntries(chart.data.map(trace => [trace.name, [trace.x, trace.y]])))""")  # fmt: skip
+        Object.fromEntries(chart.data.map(trace => [trace.name, [trace.x, trace.y]])))""")
 
 
 def paragraph(page, words: str) -> str:
@@ -149,7 +149,7 @@ def test_code_vs_prose_quiz_and_answer_read_this_runs_medians(app):
     page.screenshot(path=ARTIFACTS / "headline-code-vs-prose.png", full_page=True)
     answer = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
     medians = {name.removesuffix(": median"): xy[1][0] for name, xy in acceptance.items()
-               if name.endswith(": median")}  # fmt: skip
+               if name.endswith(": median")}
     for kind in ("code", "prose"):  # the feedback speaks of the two kinds the question asks about
         assert number(rf"{kind} kept (\d+)%", answer) == round(100 * medians[kind])
     shown = medians["code"] > medians["prose"]
@@ -176,7 +176,7 @@ def test_in_your_stack_ratios_equal_the_measured_rates_and_the_engine_lines_the_
     # The ratios are of the unrounded rates: the shown rates (one decimal) give them within 3 %
     assisted = ratio("transformers, assisted")
     assert assisted == pytest.approx(rate("transformers, assisted") / rate("transformers, target alone"),
-                                     rel=0.03)  # fmt: skip
+                                     rel=0.03)
     assert ratio("specdec, speculative") == pytest.approx(
         rate("specdec, speculative") / rate("specdec, target alone"), rel=0.03)
     why = page.get_by_text("Why slower").count()
@@ -189,10 +189,10 @@ def test_in_your_stack_ratios_equal_the_measured_rates_and_the_engine_lines_the_
     header = [name.strip() for name in table.locator("thead th").all_inner_texts()]
     engine, figure, value = (header.index(name) for name in ("engine", "figure", "value"))
     cells = [[cell.strip() for cell in row.locator("th, td").all_inner_texts()]
-             for row in table.locator("tbody tr").all()]  # fmt: skip
+             for row in table.locator("tbody tr").all()]
     values = {(row[engine], row[figure]): row[value] for row in cells}
     in_lines = {("vLLM", "Mean acceptance length"): r"Mean acceptance length: ([0-9.]+)",
                 ("vLLM", "Avg Draft acceptance rate"): r"Avg Draft acceptance rate: ([0-9.]+%)",
-                ("SGLang", "accept len"): r"accept len: ([0-9.]+)"}  # fmt: skip
+                ("SGLang", "accept len"): r"accept len: ([0-9.]+)"}
     for row, pattern in in_lines.items():
         assert values[row] == re.search(pattern, lines)[1], row

@@ -34,7 +34,7 @@ pytestmark = [
 
 SETTINGS = {"gamma": "4", "seed": "0", "temperature": "0.7", "max_new_tokens": "24", "chat": "1",
             "prompt": "Copy this list exactly, then add one more fruit at the end:\n"
-                      "apple, banana, cherry, date, elderberry, fig, grape, honeydew"}  # fmt: skip
+                      "apple, banana, cherry, date, elderberry, fig, grape, honeydew"}
 NUMBERS = ARTIFACTS / "instructor-numbers.json"
 
 
@@ -51,7 +51,7 @@ def captions(page) -> list[str]:
 def test_instructor_pages_with_the_bundled_pair():
     ARTIFACTS.mkdir(exist_ok=True)
     env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": "ngram", "SPECDEC_CHAT": "1",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
+           "OMP_NUM_THREADS": "1"}
     numbers: dict[str, dict] = {}
     started = time.monotonic()
     with streamlit_server(env, timeout=180) as base, browser_page(height=3000) as page:
@@ -60,7 +60,7 @@ def test_instructor_pages_with_the_bundled_pair():
         click_and_wait(page, "Run the race", "Measured speed-up")
         numbers["speedup"] = {label: metric(page, label) for label in (
             "Measured speed-up", "Theory (paper)", "Theory (this machine)", "α (acceptance)",
-            "Tokens per target pass")}  # fmt: skip
+            "Tokens per target pass")}
         numbers["speedup"]["caption"] = next(c for c in captions(page) if c.startswith("Measured here"))
         shot(page, "instructor-speedup-race")
         click_and_wait(page, "γ sweep (1…8)", "Best measured")
@@ -83,7 +83,7 @@ def test_instructor_pages_with_the_bundled_pair():
         # Saved results reload from a file; a file of something else is a message, not a traceback.
         saved = ARTIFACTS / "prompt-sets-saved.json"
         rows = [{"category": c, "prompt": 1, "acceptance_rate": a, "tokens_per_pass": 1 + a, "speedup": x}
-                for c, a, x in (("code", 0.8, 1.9), ("prose", 0.3, 1.1))]  # fmt: skip
+                for c, a, x in (("code", 0.8, 1.9), ("prose", 0.3, 1.1))]
         saved.write_text(json.dumps({"target": "t", "drafter": "d", "settings": {}, "rows": rows}))
         page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(saved))
         page.get_by_text("Showing reloaded results").wait_for()
@@ -99,7 +99,7 @@ def test_instructor_pages_with_the_bundled_pair():
         set_number(page, "Samples of each kind (full run)", 120)
         click_and_wait(page, "Full run (120 each)", "TV distance")  # the quick run: test_browser_guarantee
         numbers["guarantee"] = {label: metric(page, label) for label in (
-            "TV distance", "χ² p-value", "Drafts tested", "Drafts rejected")}  # fmt: skip
+            "TV distance", "χ² p-value", "Drafts tested", "Drafts rejected")}
         click_and_wait(page, "Compare greedy outputs", re.compile("Identical|First difference"))
         numbers["guarantee"]["greedy"] = page.get_by_text(
             re.compile("Identical|First difference")

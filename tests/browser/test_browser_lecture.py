@@ -30,7 +30,7 @@ COUNTERS = ("Rounds", "Target passes", "Tokens emitted", "Acceptance so far", "T
 @pytest.mark.parametrize("size", [(1920, 1080), (1280, 720)], ids=lambda size: f"{size[0]}x{size[1]}")
 def test_each_stage_of_four_rounds_is_in_view_and_counted_only_after_its_test(tiny_pair_dirs, size):
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     width, height = size
     with streamlit_server(env) as base, browser_page(height) as page:
         page.set_viewport_size({"width": width, "height": height})
@@ -65,7 +65,7 @@ def test_a_students_question_is_in_view_and_settings_survive_an_empty_prompt(tin
     playback speed and the animation switch survive an empty prompt and its restoring; presenter mode
     keeps the settings line of Live speed-up (a caption elsewhere)."""
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     with streamlit_server(env) as base, browser_page(900) as page:
         page.set_viewport_size({"width": 1440, "height": 900})
         page.goto(f"{base}/rounds?student=1&question=tick&hint=p&gamma=4&seed=3&prompt=def%20add(a,%20b):")

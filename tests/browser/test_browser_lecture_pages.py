@@ -52,13 +52,13 @@ def test_the_watch_sees_a_bare_spinner():
         page.set_content('<div data-testid="stMain"><div data-testid="stSpinner">…</div></div>')
         assert page.evaluate(BARE_SPINNER)
         page.set_content('<div data-testid="stMain"><div data-testid="stSpinner"></div>'
-                         '<div data-testid="stProgress"></div></div>')  # fmt: skip
+                         '<div data-testid="stProgress"></div></div>')
         assert not page.evaluate(BARE_SPINNER)
 
 
 def test_lecture_pages_show_progress_their_lines_and_the_code_they_run(tiny_pair_dirs):
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     waits = {}
     with streamlit_server(env) as base, browser_page(1080) as page:
         page.set_viewport_size({"width": 1920, "height": 1080})

@@ -19,7 +19,7 @@ def test_three_sessions_stepping_at_once_get_one_round_per_click(tiny_pair_dirs)
     load_test = load_test_module()
     ARTIFACTS.mkdir(exist_ok=True)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}  # fmt: skip
+           "SPECDEC_CHAT": "0", "SPECDEC_ALLOWED_MODELS": ""}
     with streamlit_server(env) as base:
         results, _ = asyncio.run(load_test.run_load(base, 3, 3, {"prompt": "def add(a, b):", "seed": "0"},
                                                              failure_shots=ARTIFACTS))

@@ -72,7 +72,7 @@ def click_timeline_column(page, chart, number: int, columns: int) -> None:
 def test_step_play_and_charts_in_a_real_browser(tiny_pair_dirs):
     ARTIFACTS.mkdir(exist_ok=True)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     started = time.monotonic()
     with streamlit_server(env) as base, browser_page() as page:
         open_rounds(page, base, {"prompt": "def add(a, b):\n    return a + b\n", "gamma": "3", "seed": "1"})
@@ -133,7 +133,7 @@ def test_feature_head_round_shows_what_it_read():
 
     ARTIFACTS.mkdir(exist_ok=True)
     params = {"prompt": "Write a Python function that returns the n largest numbers of a list.",
-              "drafter": BUNDLED_HEAD, "temperature": "0", "seed": "0"}  # fmt: skip
+              "drafter": BUNDLED_HEAD, "temperature": "0", "seed": "0"}
     with streamlit_server({}) as base, browser_page(height=1600) as page:
         open_rounds(page, base, params)
         set_animation(page, False)
@@ -157,7 +157,7 @@ if __name__ == "__main__":  # screenshots for people to look at
 
         target, drafter, chat = BUNDLED_TARGET, LOOKUP_FIRST + BUNDLED_DRAFT, True  # the default
         params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
-                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": drafter}  # fmt: skip
+                  "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": drafter}
         if "--second-choices" in sys.argv:  # greedy, with the draft's second choices in the pass
             params |= {"temperature": "0.0", "siblings": "True"}
     else:
@@ -193,7 +193,7 @@ def test_stop_during_a_race_keeps_what_was_measured():
     The bundled target (with n-gram drafting) is slow enough to be stopped half-way."""
     ARTIFACTS.mkdir(exist_ok=True)
     params = {"prompt": "Write a short poem about the sea.", "gamma": "4", "max_new_tokens": "128",
-              "seed": "0"}  # fmt: skip
+              "seed": "0"}
     with streamlit_server({"SPECDEC_DRAFTER": "ngram"}) as base, browser_page() as page:
         page.goto(f"{base}/speedup?{urlencode(params)}")
         page.get_by_role("button", name="Run the race").click()

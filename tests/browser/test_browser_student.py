@@ -64,9 +64,9 @@ def step_disabled(page) -> bool:
 def test_a_whole_run_in_student_mode_with_the_mouse_alone(tiny_pair_dirs):
     ARTIFACTS.mkdir(exist_ok=True)
     env = {"SPECDEC_TARGET": tiny_pair_dirs["target"], "SPECDEC_DRAFTER": tiny_pair_dirs["draft"],
-           "SPECDEC_CHAT": "0"}  # fmt: skip
+           "SPECDEC_CHAT": "0"}
     link = {"prompt": "def add(a, b):", "student": "1", "question": "tick", "hint": "p", "gamma": "3",
-            "seed": "2", "max_new_tokens": "12"}  # fmt: skip
+            "seed": "2", "max_new_tokens": "12"}
     with streamlit_server(env) as base, browser_page() as page:
         open_link(page, base, link)
         set_animation(page, False)
@@ -87,7 +87,7 @@ if __name__ == "__main__":  # screenshots for people to look at, with the bundle
 
     ARTIFACTS.mkdir(exist_ok=True)
     params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
-              "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": BUNDLED_DRAFT}  # fmt: skip
+              "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": BUNDLED_DRAFT}
     wanted = interesting_rounds(BUNDLED_TARGET, BUNDLED_DRAFT, params, chat=True)
     print("rounds worth a picture:", wanted)
     env = {"SPECDEC_TARGET": BUNDLED_TARGET, "SPECDEC_DRAFTER": BUNDLED_DRAFT, "SPECDEC_CHAT": "1"}

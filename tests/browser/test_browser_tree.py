@@ -92,7 +92,7 @@ def test_a_tree_round_on_a_projector(tmp_path):
                     page.evaluate("document.activeElement.blur()")  # → steps the round again
     computed = [seconds for _, stage, seconds in presses if stage == 1]  # a new round: drafted and verified
     figures = {"median_press_s": statistics.median(s for *_, s in presses),
-               "median_new_round_s": statistics.median(computed), "presses": presses}  # fmt: skip
+               "median_new_round_s": statistics.median(computed), "presses": presses}
     (ARTIFACTS / "tree-steps.json").write_text(json.dumps(figures, indent=1))
     print({k: v for k, v in figures.items() if k != "presses"})
     assert not small, small

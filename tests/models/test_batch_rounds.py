@@ -47,7 +47,7 @@ def single_runs(target_model, make_drafter, vocab, prompts, settings, seeds, sto
     settings = replace(settings, siblings=False)
     return [list(speculative_rounds(CachedModel(target_model, vocab), make_drafter(), prompt, settings,
                                     torch.Generator().manual_seed(seed), stop, detail=False))
-            for prompt, seed in zip(prompts, seeds, strict=True)]  # fmt: skip
+            for prompt, seed in zip(prompts, seeds, strict=True)]
 
 
 def batch_run(target_model, batch_drafter, vocab, prompts, settings, seeds, stop=frozenset()):

@@ -248,7 +248,7 @@ def test_assisted_runs_in_bench_print_no_transformers_warning(caplog, tiny_pair_
     pair = ModelPair.load(tiny_pair_dirs["target"], tiny_pair_dirs["draft"])
     for temperature in (0, 1.0):
         tokens, _ = hf_assisted_generate(pair, [5, 6, 7], Settings(
-            gamma=3, sampling=SamplingConfig(temperature=temperature), max_new_tokens=6))  # fmt: skip
+            gamma=3, sampling=SamplingConfig(temperature=temperature), max_new_tokens=6))
         assert tokens == 6
     assert not [r for r in caplog.records if r.name.startswith("transformers")]
 
@@ -259,7 +259,7 @@ def test_bench_names_its_cpu_and_marks_the_default_row(capsys, tiny_pair_dirs, t
     prompt_set = tmp_path / "mini.json"
     prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):"]}))
     args = ["bench", "--no-chat", "--prompt-set", prompt_set, "--max-new-tokens", "4", "--temperature", "0",
-            "--no-hf", "--target-model", tiny_pair_dirs["target"], "--drafter", "ngram"]  # fmt: skip
+            "--no-hf", "--target-model", tiny_pair_dirs["target"], "--drafter", "ngram"]
     code, out, _ = run_cli(capsys, *args, "--json")
     assert code == 0
     report = json.loads(out)

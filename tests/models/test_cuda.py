@@ -8,7 +8,7 @@ from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 
 pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]  # fmt: skip
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 GREEDY = Settings(gamma=4, max_new_tokens=24, sampling=SamplingConfig(temperature=0.0))
 

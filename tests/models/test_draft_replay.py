@@ -32,7 +32,7 @@ def synthetic_answer(length: int, right: bool, q: float) -> "replay_script.Answe
     prompt, answer = [1000, 1001, 1002], list(range(2000, 2000 + length))
     tops = answer if right else [token + 1 for token in answer]
     return replay_script.Answer("code", prompt + answer, len(prompt), tops, [q] * length, [0.0] * length,
-                                [0.0] * length)  # fmt: skip
+                                [0.0] * length)
 
 
 def test_a_sure_right_draft_drafts_up_to_the_cap_every_round():
@@ -115,7 +115,7 @@ def test_the_replay_of_the_default_rule_follows_the_engine(bundled_pair, monkeyp
     bundled_pair = dataclasses.replace(bundled_pair, target=dataclasses.replace(bundled_pair.target))
     assert bundled_pair.target.pass_costs == AVX2  # the copy times nothing: it reads the fixed profile
     prompts = [("code", json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"][0]),
-               ("prose", json.loads(HELD_OUT_PROMPT_SETS["prose"].read_text())["prompts"][0])]  # fmt: skip
+               ("prose", json.loads(HELD_OUT_PROMPT_SETS["prose"].read_text())["prompts"][0])]
     answers = replay_script.record(bundled_pair, prompts, 48)
     # The replay replays chains: no second choices beside the drafts (core.siblings).
     settings = Settings(sampling=SamplingConfig(temperature=0.0), max_new_tokens=48, siblings=False)

@@ -23,7 +23,7 @@ def _round(index: int, drafted: list[int], accepted: int, bonus: bool) -> RoundT
     return RoundTrace(index=index, context_length=10, drafted_tokens=drafted, positions=[],
                       draft_token_probs=[0.5] * k, target_token_probs=[0.5] * k, accept_probs=[1.0] * k,
                       uniforms=[0.0] * k, num_accepted=accepted, next_token=99, is_bonus=bonus,
-                      emitted_tokens=emitted, draft_seconds=0.0, verify_seconds=0.0)  # fmt: skip
+                      emitted_tokens=emitted, draft_seconds=0.0, verify_seconds=0.0)
 
 
 TRACES = [_round(0, [1, 2, 3], 3, True), _round(1, [4, 5, 6], 1, False), _round(2, [], 0, False)]
@@ -86,7 +86,7 @@ def test_an_empty_run_prints_zeros_not_an_error():
 def test_cli_metrics_style(capsys, tiny_pair_dirs):
     code = main(["generate", "--prompt", "def add(a, b):", "--max-new-tokens", "8", "--temperature", "0",
                  "--target-model", tiny_pair_dirs["target"], "--draft-model", tiny_pair_dirs["draft"],
-                 "--metrics-style", "vllm"])  # fmt: skip
+                 "--metrics-style", "vllm"])
     err = capsys.readouterr().err
     assert code == 0 and "SpecDecoding metrics: Mean acceptance length:" in err
     assert main(["generate", "--prompt", "x", "--metrics-style", "tgi"]) == 2

@@ -56,7 +56,7 @@ def test_the_ratio_with_the_residual_is_exact_to_float_precision():
     rule = CustomRule.of("min(1, p/q)", "residual")
     generator = torch.Generator().manual_seed(7)
     wide = [(w := torch.rand(1000, generator=generator, dtype=torch.float64) ** 4) / w.sum()
-            for _ in range(2)]  # fmt: skip
+            for _ in range(2)]
     for p, q in [*CASES.values(), wide]:
         assert law_of(at(p, q), rule.expression, "residual").tv < 1e-12
     assert lossless_everywhere(rule)
@@ -83,7 +83,7 @@ def test_every_replacement_gives_a_distribution(on_reject):
 
 @pytest.mark.slow  # 4,000 sampled rounds each, ~3 s; the exact laws of these rules are tested above
 @pytest.mark.parametrize("text, on_reject", [("p > q", "residual"), ("sqrt(p/q)", "draft"),
-                                             ("p/(p+q)", "target-other")])  # fmt: skip
+                                             ("p/(p+q)", "target-other")])
 def test_a_sampled_student_rule_emits_its_exact_law(text, on_reject):
     custom = CustomRule.of(text, on_reject)
     counts = sampled_first_tokens(sampled_rule(custom), P.float(), Q.float())

@@ -15,7 +15,7 @@ from specdec.paths import HELD_OUT_PROMPT_SETS
 pytestmark = pytest.mark.slow  # assembles and exports the bundled draft, runs the bundled target
 
 STANDARD_FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                  "tokenizer_config.json", "chat_template.jinja", "README.md", GGUF_NAME}  # fmt: skip
+                  "tokenizer_config.json", "chat_template.jinja", "README.md", GGUF_NAME}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_transformers_assisted_greedy_equals_the_targets_own_greedy_output(expor
     prompts = [json.loads(HELD_OUT_PROMPT_SETS[name].read_text())["prompts"][0] for name in ("code", "prose")]
     for prompt in prompts:
         ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            return_tensors="pt", return_dict=True)["input_ids"]  # fmt: skip
+                                            return_tensors="pt", return_dict=True)["input_ids"]
         options = {"max_new_tokens": 40, "do_sample": False, "pad_token_id": tokenizer.eos_token_id}
         plain = target.generate(ids, **options)
         assisted = target.generate(ids, assistant_model=draft, **options)

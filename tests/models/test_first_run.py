@@ -118,11 +118,11 @@ def test_cli_missing_package_is_one_line_and_status_2(empty_cache, without_accel
 def test_cli_in_a_real_process_without_the_package_prints_no_traceback(tmp_path):
     """The whole program, as a user runs it, with `accelerate` hidden from import."""
     code = ("import sys; sys.modules['accelerate'] = None; from specdec.cli.main import main; "
-            "sys.exit(main(sys.argv[1:]))")  # fmt: skip
+            "sys.exit(main(sys.argv[1:]))")
     env = {"SPECDEC_CACHE": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "hf"),
-           "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}  # fmt: skip
+           "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code, "generate", "--prompt", "hello"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "accelerate" in done.stderr
@@ -198,7 +198,7 @@ def test_cli_rebuilds_a_cache_folder_left_half_written(empty_cache, converted_on
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])  # the write stopped here
     assert main(["generate", "--prompt", "def square(x):", "--max-new-tokens", "6", "--drafter", "ngram",
-                 "--temperature", "0"]) == 0  # fmt: skip
+                 "--temperature", "0"]) == 0
     assert capsys.readouterr().out.strip()
     assert weights.stat().st_size == (converted_once / "model.safetensors").stat().st_size
     assert loading._is_complete(folder)

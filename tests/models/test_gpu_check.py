@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # loads the bundled pair, every drafter, and trai
 def test_gpu_check_runs_every_check_on_the_cpu_and_reports_them(tmp_path):
     report = tmp_path / "gpu-check.md"
     done = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--output", str(report)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1800)  # fmt: skip
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = report.read_text()
     for check in ("load the pair and every drafter", "greedy: speculative = plain", "seed replay",

@@ -42,7 +42,7 @@ def test_the_wilson_interval_is_sampling_error_at_95_percent():
 
 def test_the_sample_chart_draws_the_exact_law_and_error_bars():
     fig = charts.empirical_chart(["red", "blue"], [0.75, 0.25], [0.60, 0.40], "first token",
-                                 control=[0.5, 0.5], exact=[0.60, 0.40], sizes=(20, 20, 20))  # fmt: skip
+                                 control=[0.5, 0.5], exact=[0.60, 0.40], sizes=(20, 20, 20))
     names = [trace.name for trace in fig.data]
     assert names[0] == "exact: the target's p" and list(fig.data[0].y) == [0.60, 0.40]
     speculative = fig.data[1]
@@ -60,7 +60,7 @@ def test_the_speedup_curves_title_is_words_in_few_digits():
     from specdec.core.metrics import SpeedupTheory
 
     theory = SpeedupTheory(alpha=0.6, mean_drafted=3.2, cost_ratio=0.11234, verify_cost=1.4, paper=1.8,
-                           on_this_machine=1.3, draft_lengths=[3, 3, 4])  # fmt: skip
+                           on_this_machine=1.3, draft_lengths=[3, 3, 4])
     title = charts.speedup_curve_chart(theory, 1.2).layout.title.text
     assert "c =" not in title and "0.112" not in title
     assert "0.11 of a" in title and "3.2 drafts a round" in title

@@ -159,7 +159,7 @@ def test_verification_passes_get_the_layout_that_spends_least_over_them(tiny_tar
     Intel Xeon): packed takes over from 2 tokens. Read off the 5-token pass alone, rows would stay."""
     seconds = {matmul.ROWS: [1.0, 1.7, 1.7, 1.7, 1.80, 1.9, 2.0, 2.1],
                matmul.PACKED: [1.3, 1.5, 1.5, 1.5, 1.81, 1.9, 2.0, 2.1],
-               matmul.COLUMNS: [3.0] * 8, matmul.MKL: [3.0] * 8}  # fmt: skip
+               matmul.COLUMNS: [3.0] * 8, matmul.MKL: [3.0] * 8}
     assert layout_chosen_from(tiny_target, monkeypatch, seconds) == "rows/packed@2"
 
 
@@ -170,7 +170,7 @@ def test_the_longest_verification_passes_count_too(tiny_target, monkeypatch, not
     would stay, and code's rounds, which often verify 7 tokens, would pay for it."""
     seconds = {matmul.COLUMNS: [1.0, 1.0, 1.3, 1.3, 1.56, 1.86, 1.98, 1.98],
                matmul.PACKED: [1.3, 1.3, 1.4, 1.4, 1.56, 1.65, 1.75, 1.75],
-               matmul.ROWS: [3.0] * 8, matmul.MKL: [3.0] * 8}  # fmt: skip
+               matmul.ROWS: [3.0] * 8, matmul.MKL: [3.0] * 8}
     assert layout_chosen_from(tiny_target, monkeypatch, seconds) == "columns/packed@5"
 
 

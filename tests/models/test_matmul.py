@@ -117,7 +117,7 @@ def test_a_layer_keeps_only_the_reordered_copies_its_layout_uses():
     layer = nn.Linear(48, 80)
     with torch.inference_mode():
         for layout, kept in (("packed/mkl@3", {matmul.PACKED, matmul.MKL}), (matmul.MKL, {matmul.MKL}),
-                             ("rows/packed@2", {matmul.PACKED})):  # fmt: skip
+                             ("rows/packed@2", {matmul.PACKED})):
             matmul.set_layout(layer, layout)
             for rows in (1, 4):
                 layer(torch.randn(rows, 48))

@@ -41,13 +41,13 @@ def test_gamma_sweep_rows(pair, prompt_ids):
 
 def test_prompt_sets_and_summary(pair):
     sets = {"code": [PROMPT, "for i in range(10):\n", "x = 1"], "prose": ["The quick brown fox"],
-            "math": ["1 + 1 =", "2 * 3 ="]}  # fmt: skip
+            "math": ["1 + 1 =", "2 * 3 ="]}
     rows = list(ex.prompt_set_runs(pair, sets, Settings(gamma=2, max_new_tokens=6), chat=False))
     # Round robin, every set's first prompt before any second one: each kind shows early on a page.
     assert [(r["category"], r["prompt"]) for r in rows] == [
-        ("code", 1), ("prose", 1), ("math", 1), ("code", 2), ("math", 2), ("code", 3)]  # fmt: skip
+        ("code", 1), ("prose", 1), ("math", 1), ("code", 2), ("math", 2), ("code", 3)]
     assert [r["text"] for r in rows] == [PROMPT, "The quick brown fox", "1 + 1 =", "for i in range(10):\n",
-                                         "2 * 3 =", "x = 1"]  # fmt: skip
+                                         "2 * 3 =", "x = 1"]
     summary = ex.category_summary(rows)
     assert [s["category"] for s in summary] == ["code", "prose", "math"] and summary[0]["prompts"] == 3
 
@@ -101,12 +101,12 @@ def test_a_race_of_several_drafters_moves_the_laggard_first(pair, prompt_ids):
         ([1, 2], "expected JSON with a 'rows' list"),
     ],
     ids=["text", "null", "bool", "missing-keys", "no-rows", "not-an-object"],
-)  # fmt: skip
+)
 def test_saved_results_are_checked_for_types_as_well_as_keys(data, message):
     with pytest.raises(SpecDecError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ex.check_saved_results(data)
     good = {"rows": [{"category": "code", "prompt": "p", "acceptance_rate": 0.5, "tokens_per_pass": 2,
-                      "speedup": 1.2}]}  # fmt: skip
+                      "speedup": 1.2}]}
     assert ex.check_saved_results(good) is good
 
 

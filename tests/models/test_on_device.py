@@ -149,7 +149,7 @@ def test_batched_greedy_rounds_stay_on_the_device(sharp_target, unsure_draft, vo
     settings = Settings(gamma=4, sampling=GREEDY, max_new_tokens=16, siblings=False)
     expected = [emitted(list(speculative_rounds(CachedModel(sharp_target, vocab),
                                                 ModelDrafter(unsure_draft, vocab), prompt, settings,
-                                                torch.Generator()))) for prompt in prompts]  # fmt: skip
+                                                torch.Generator()))) for prompt in prompts]
     on_device(sharp_target)
     on_device(unsure_draft)
     target = BatchCachedModel(sharp_target, vocab, len(prompts))

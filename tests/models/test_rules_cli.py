@@ -9,13 +9,13 @@ from cli_runs import run_cli, tiny_args
 from specdec.config import RULE_NAMES
 
 FIELDS = {"rule", "lossless", "temperature", "alpha", "tokens_per_pass", "speedup", "tv", "tv_noise_floor",
-          "chi2_p", "tv_exact", "acceptance_exact", "position", "context"}  # fmt: skip
+          "chi2_p", "tv_exact", "acceptance_exact", "position", "context"}
 
 
 def test_rules_json_has_exactly_the_fields_per_rule_and_temperature(capsys, tiny_pair_dirs):
     code, out, err = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "6",
                              "--gamma", "2", "--top-k", "5", "--temperatures", "0,1", "--json",
-                             *tiny_args(tiny_pair_dirs))  # fmt: skip
+                             *tiny_args(tiny_pair_dirs))
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     assert all(set(row) == FIELDS for row in rows)
@@ -27,7 +27,7 @@ def test_rules_json_has_exactly_the_fields_per_rule_and_temperature(capsys, tiny
 
 def test_rules_table(capsys, tiny_pair_dirs):
     code, out, _ = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "4",
-                           "--gamma", "2", *tiny_args(tiny_pair_dirs))  # fmt: skip
+                           "--gamma", "2", *tiny_args(tiny_pair_dirs))
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("T = 1, position 0 of a target sample (seed 0)")  # where the trial ran
@@ -51,7 +51,7 @@ def test_rules_table(capsys, tiny_pair_dirs):
     (["rules", "--prompt", "x", "--accept", "p > q", "--tokens", "2"], "first token only"),
     (["rules", "--prompt", "x", "--position", "-1"], "position must be auto or a token number"),
     (["rules", "--prompt", "x", "--position", "soon"], "position must be auto or a token number"),
-])  # fmt: skip
+])
 def test_bad_input_is_one_line(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
@@ -60,7 +60,7 @@ def test_bad_input_is_one_line(capsys, argv, message):
 
 def test_generate_with_a_lossy_rule_says_so(capsys, tiny_pair_dirs):
     code, out, err = run_cli(capsys, "generate", "--prompt", "def add(a, b):", "--rule", "top-choice",
-                             "--max-new-tokens", "6", "--json", *tiny_args(tiny_pair_dirs))  # fmt: skip
+                             "--max-new-tokens", "6", "--json", *tiny_args(tiny_pair_dirs))
     assert code == 0
     assert "the top-choice rule is lossy" in err
     assert {r["rule"] for r in json.loads(out)["rounds"]} == {"top-choice"}
@@ -69,7 +69,7 @@ def test_generate_with_a_lossy_rule_says_so(capsys, tiny_pair_dirs):
 def test_rules_with_your_own_rule_at_a_position(capsys, tiny_pair_dirs):
     code, out, err = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "6",
                              "--gamma", "2", "--top-k", "5", "--position", "2", "--accept", "p > q", "--json",
-                             *tiny_args(tiny_pair_dirs))  # fmt: skip
+                             *tiny_args(tiny_pair_dirs))
     assert code == 0, err
     rows = {row["rule"]: row for row in map(json.loads, out.splitlines())}
     assert set(rows) == {*RULE_NAMES, "yours"}
@@ -84,7 +84,7 @@ def test_rules_position_auto_is_where_the_top_choice_loses_most(capsys, tiny_pai
 
     code, out, err = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "4",
                              "--gamma", "2", "--top-k", "5", "--position", "auto", "--json",
-                             *tiny_args(tiny_pair_dirs))  # fmt: skip
+                             *tiny_args(tiny_pair_dirs))
     assert code == 0, err
     rows = {row["rule"]: row for row in map(json.loads, out.splitlines())}
     chosen = rows["top-choice"]["position"]
@@ -95,6 +95,6 @@ def test_rules_position_auto_is_where_the_top_choice_loses_most(capsys, tiny_pai
     for position in sorted({0, chosen, max(chosen - 1, 0)}):
         code, out, _ = run_cli(capsys, "rules", "--prompt", "def add(a, b):", "--no-chat", "--samples", "2",
                                "--gamma", "2", "--top-k", "5", "--position", str(position), "--json",
-                               *tiny_args(tiny_pair_dirs))  # fmt: skip
+                               *tiny_args(tiny_pair_dirs))
         there = {row["rule"]: row for row in map(json.loads, out.splitlines())}["top-choice"]["tv_exact"]
         assert there <= best + 1e-6 and (position != chosen or abs(there - best) < 1e-6)

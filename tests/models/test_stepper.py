@@ -127,7 +127,7 @@ def test_a_long_prompt_goes_in_chunks_with_the_lock_released_between(pair):
     whole = make(pair, prompt=prompt, prefill_chunk=10_000, seed=2)
     assert first.emitted_tokens == whole.step().emitted_tokens
     assert [t.emitted_tokens for t in run_to_end(chunked).traces] == [
-        t.emitted_tokens for t in run_to_end(whole).traces]  # fmt: skip
+        t.emitted_tokens for t in run_to_end(whole).traces]
 
 
 def test_sessions_in_threads_do_not_disturb_each_other(pair):

@@ -25,7 +25,7 @@ def test_generate_json_carries_each_rounds_tree(capsys, tiny_pair_dirs):
     ("--tree", "wide", "tree must be 'off', 'auto' or a number of nodes"),
     ("--tree", "0", "tree must be 'off', 'auto' or a number of nodes"),
     ("--tree-rule", "greedy", "tree-rule must be one of without-replacement"),
-])  # fmt: skip
+])
 def test_a_bad_tree_is_one_line_and_exit_2(capsys, tiny_pair_dirs, command, flag, value, message):
     code, _, err = run_cli(capsys, command, "--prompt", "x", flag, value, *tiny_args(tiny_pair_dirs))
     assert code == 2

@@ -25,7 +25,7 @@ def tiny_draft(tiny_target):
 
 
 def run(target_model, draft_model, vocab, sampling, tree="6", seed=0, max_new_tokens=24, gamma=4,
-        prompt=PROMPT, tree_rule="without-replacement"):  # fmt: skip
+        prompt=PROMPT, tree_rule="without-replacement"):
     target = CachedModel(target_model, vocab)
     drafter = ModelDrafter(draft_model, vocab)
     settings = Settings(gamma, sampling, max_new_tokens, adaptive=False, tree=tree, tree_rule=tree_rule)
@@ -57,7 +57,7 @@ def test_each_node_of_a_tree_fed_level_by_level_gets_its_paths_logits(tiny_targe
 def test_greedy_trees_write_the_targets_greedy_text(tiny_target, tiny_draft, vocab, tree):
     traces, target, drafter = run(tiny_target, tiny_draft, vocab, GREEDY, tree=tree, max_new_tokens=40)
     plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, GREEDY,
-                                                torch.Generator(), 40)]  # fmt: skip
+                                                torch.Generator(), 40)]
     assert emitted(traces) == plain
     assert all(t.tree is not None for t in traces)
     # Both caches hold the sequence but its last token (the draft may lag: it catches up next round).
@@ -92,9 +92,9 @@ def test_lookup_first_copies_one_branch_and_drafts_trees_elsewhere(tiny_target, 
     target = CachedModel(tiny_target, vocab)
     drafter = LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=1), ModelDrafter(tiny_draft, vocab))
     traces = list(speculative_rounds(target, drafter, PROMPT, Settings(4, GREEDY, 40, tree="6"),
-                                     torch.Generator()))  # fmt: skip
+                                     torch.Generator()))
     plain = [s.token for s in target_only_steps(CachedModel(tiny_target, vocab), PROMPT, GREEDY,
-                                                torch.Generator(), 40)]  # fmt: skip
+                                                torch.Generator(), 40)]
     assert emitted(traces) == plain
     branches = [max(len(s.candidates) for s in t.tree.siblings) for t in traces if t.tree.siblings]
     assert 1 in branches and max(branches) > 1  # copied rounds (one branch) beside drafted trees
@@ -104,7 +104,7 @@ def test_lookup_drafters_keep_verifying_chains(tiny_target, vocab):
     target = CachedModel(tiny_target, vocab)
     settings = Settings(4, GREEDY, 12, tree="6")
     traces = list(speculative_rounds(target, NgramDrafter(vocab, min_ngram=1), PROMPT, settings,
-                                     torch.Generator()))  # fmt: skip
+                                     torch.Generator()))
     assert traces and all(t.tree is None for t in traces)
 
 
@@ -123,7 +123,7 @@ def test_sampled_trees_follow_the_targets_law(tiny_target, tiny_draft, vocab, tr
     counts = dict.fromkeys(exact, 0)
     for seed in range(samples):
         traces, _, _ = run(tiny_target, tiny_draft, vocab, warp, tree=tree, seed=seed, max_new_tokens=3,
-                           gamma=2, prompt=prompt)  # fmt: skip
+                           gamma=2, prompt=prompt)
         counts[tuple(emitted(traces))] += 1  # KeyError = a sequence the target cannot produce
     keys = list(exact)
     total = sum(exact.values())
@@ -143,7 +143,7 @@ def test_the_lossy_tree_rule_is_caught_through_the_verifier(tiny_target, vocab):
     counts = dict.fromkeys(exact, 0)
     for seed in range(samples):
         traces, _, _ = run(tiny_target, draft, vocab, warp, tree="2", seed=seed, max_new_tokens=2, gamma=1,
-                           prompt=prompt, tree_rule=TOP_K_AS_SAMPLED)  # fmt: skip
+                           prompt=prompt, tree_rule=TOP_K_AS_SAMPLED)
         counts[tuple(emitted(traces)[:1])] += 1
     keys = list(exact)
     total = sum(exact.values())
@@ -156,9 +156,9 @@ def test_greedy_trees_on_the_bundled_pair_write_the_targets_text(bundled_pair):
     settings = Settings(6, GREEDY, 48, tree="8")
     target = bundled_pair.new_target()
     traces = list(speculative_rounds(target, bundled_pair.new_drafter(target), prompt, settings,
-                                     torch.Generator(), bundled_pair.stop_token_ids))  # fmt: skip
+                                     torch.Generator(), bundled_pair.stop_token_ids))
     plain = [s.token for s in target_only_steps(bundled_pair.new_target(), prompt, GREEDY, torch.Generator(),
-                                                48, bundled_pair.stop_token_ids)]  # fmt: skip
+                                                48, bundled_pair.stop_token_ids)]
     assert emitted(traces) == plain
     assert all(t.tree is not None for t in traces)
     assert any(len(s.candidates) > 1 for t in traces for s in t.tree.siblings)  # drafted trees, not copies

@@ -15,7 +15,7 @@ XSS = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"
 def make_app(tiny_pair_dirs, page=None, **state) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     preset = {"target": tiny_pair_dirs["target"], "drafter": tiny_pair_dirs["draft"], "chat": False,
-              "prompt": PROMPT, **state}  # fmt: skip
+              "prompt": PROMPT, **state}
     for key, value in preset.items():
         at.session_state[key] = value
     at.run()  # the frame first (AppTest reruns only the page script after the first run)

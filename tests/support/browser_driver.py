@@ -139,7 +139,7 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     budget = int(params.get("max_new_tokens", Settings.max_new_tokens))
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
                         budget, int(params["seed"]),
-                        siblings=params.get("siblings", str(Settings.siblings)) == "True")  # fmt: skip
+                        siblings=params.get("siblings", str(Settings.siblings)) == "True")
     stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
     while stepper.step() is not None:
         pass

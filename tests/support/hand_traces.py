@@ -23,4 +23,4 @@ def trace(uniforms=(0.05, 0.9, 0.3), num_accepted=1, is_bonus=False):
         accept_probs=[1.0, 0.5, 0.75], uniforms=None if uniforms is None else list(uniforms),
         num_accepted=num_accepted, next_token=1, is_bonus=is_bonus, emitted_tokens=[1, 1],
         draft_seconds=0.01, verify_seconds=0.02,
-    )  # fmt: skip
+    )

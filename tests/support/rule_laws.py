@@ -15,7 +15,7 @@ def first_token_law(rule, target_probs: torch.Tensor, draft_probs: torch.Tensor)
         if draft_probs[x] == 0:
             continue
         verdict = rule.accept(torch.tensor([x]), draft_probs[None], torch.stack([target_probs] * 2),
-                              torch.Generator().manual_seed(0))  # fmt: skip
+                              torch.Generator().manual_seed(0))
         accept = float(verdict.accept_probs[0])
         total[x] += draft_probs[x] * accept
         total += draft_probs[x] * (1 - accept) * rule.replacement(target_probs, draft_probs, x)
@@ -68,7 +68,7 @@ def sampled_first_tokens(rule, target_probs, draft_probs, gamma=3, seed=0) -> to
     for _ in range(SAMPLED_ROUNDS):
         drafted = torch.multinomial(draft_probs, gamma, replacement=True, generator=generator)
         verdict = rule.accept(drafted, draft_probs.repeat(gamma, 1), target_probs.repeat(gamma + 1, 1),
-                              generator)  # fmt: skip
+                              generator)
         counts[int(drafted[0]) if verdict.num_accepted else verdict.next_token] += 1
     return counts
 

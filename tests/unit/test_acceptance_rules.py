@@ -57,7 +57,7 @@ def test_expected_acceptance_matches_the_enumeration(name):
     kept = 0.0
     for x in range(target_probs.shape[0]):
         verdict = rule.accept(torch.tensor([x]), draft_probs[None], torch.stack([target_probs] * 2),
-                              torch.Generator().manual_seed(0))  # fmt: skip
+                              torch.Generator().manual_seed(0))
         kept += float(draft_probs[x] * verdict.accept_probs[0])
     assert float(rule.expected(draft_probs[None], target_probs[None])[0]) == pytest.approx(kept)
 
@@ -73,7 +73,7 @@ def test_expected_acceptance_orders_the_rules():
 def test_sample_compare_emits_its_own_draw_on_a_mismatch():
     p = torch.tensor([[0.0, 1.0], [0.5, 0.5]])  # y is token 1 for sure; the draft proposed 0
     verdict = RULES[SAMPLE_COMPARE].accept(torch.tensor([0]), torch.tensor([[1.0, 0.0]]), p,
-                                           torch.Generator().manual_seed(0))  # fmt: skip
+                                           torch.Generator().manual_seed(0))
     assert verdict.num_accepted == 0 and verdict.next_token == 1 and verdict.target_draws.tolist() == [1]
 
 

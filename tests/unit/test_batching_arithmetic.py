@@ -13,7 +13,7 @@ def point(batch_size, target_tps, spec_tps, **extra):
                   target_only_seconds=10.0, speculative_tokens=int(spec_tps * 10), speculative_seconds=10.0,
                   target_pass_seconds=0.03 * batch_size ** 0.5, verify_pass_seconds=0.05,
                   verify_pass_tokens=3.0 * batch_size, draft_seconds_per_round=0.01, tokens_per_pass=2.0,
-                  alpha=0.6) | extra  # fmt: skip
+                  alpha=0.6) | extra
     return BatchPoint(**values)
 
 
@@ -42,7 +42,7 @@ def test_fill_rows_repeats_prompts_to_whole_batches():
 
 def curve_of(seconds, sizes=(4, 8)):
     return [{"rows": b, "tokens_per_row": n, "tokens": b * n, "seconds": seconds(b, n)}
-            for b in sizes for n in (1, 5)]  # fmt: skip
+            for b in sizes for n in (1, 5)]
 
 
 def test_expected_ratio_from_acceptance_and_the_cost_curve():
@@ -54,7 +54,7 @@ def test_expected_ratio_from_acceptance_and_the_cost_curve():
     assert batching.expected_ratio(p, steep) == pytest.approx(2.5 / 3)  # 12 tokens = 3 per row
     # Rows that finished early: the rounds served 2 rows on average, for a pass that costs as much.
     fewer = point(4, 1, 1, verify_pass_tokens=6.0, draft_seconds_per_round=0.0, tokens_per_pass=2.5,
-                  verify_pass_rows=2.0, target_pass_rows=4.0)  # fmt: skip
+                  verify_pass_rows=2.0, target_pass_rows=4.0)
     assert batching.expected_ratio(fewer, curve_of(lambda b, n: 0.1)) == pytest.approx(2.5 / 2)
 
 
@@ -74,7 +74,7 @@ def test_charts_take_data_and_return_figures():
     never = charts.batch_throughput_chart(rows, crossover=None)
     assert not never.layout.shapes and "every B" in never.layout.title.text
     curve = [{"rows": b, "tokens_per_row": n, "tokens": b * n, "seconds": 0.01 * b * n ** 0.5}
-             for b in (1, 2) for n in (1, 5)]  # fmt: skip
+             for b in (1, 2) for n in (1, 5)]
     cost = charts.batch_cost_chart(curve)
     assert {t.name for t in cost.data} >= {"1 per row (plain step)", "5 per row", "if flat", "if ∝ tokens"}
     for r in rows:

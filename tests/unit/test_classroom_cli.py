@@ -69,7 +69,7 @@ def test_close_ends_the_class_and_export_writes_every_answer(class_db, capsys, t
     (["class", "export", "ACDEFG", "--csv"], "no class ACDEFG"),
     (["class"], "required"),
     (["class", "shout"], "invalid choice"),
-])  # fmt: skip
+])
 def test_bad_input_is_one_line_and_exit_2(class_db, capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err

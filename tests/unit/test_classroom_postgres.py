@@ -44,7 +44,7 @@ class Server:
 
     def run(self, tool: str, *args: str) -> None:
         done = subprocess.run([*self.as_user, str(self.bin / tool), *args], capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+                              timeout=120)
         if done.returncode:
             raise RuntimeError(f"{tool}: {done.stderr.strip() or done.stdout.strip()}")
 

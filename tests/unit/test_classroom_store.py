@@ -79,7 +79,7 @@ def test_sliders_take_one_value_each_in_range(room):
     ("check", (1.0, 2.0)),
     ("code-vs-prose", (101.0, 40.0)), ("code-vs-prose", (50.0,)), ("code-vs-prose", (float("inf"), 1.0)),
     ("check", ("1",)), ("check", (True,)),
-])  # fmt: skip
+])
 def test_out_of_range_or_malformed_values_are_refused_and_never_stored(room, question, values):
     store, invite = room
     with pytest.raises(SpecDecError) as caught:

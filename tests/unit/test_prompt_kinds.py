@@ -5,12 +5,12 @@ import pytest
 from specdec.views import prompt_kinds
 def _kind(category: str, acceptance: float, speedup: float) -> dict:
     return {"category": category, "acceptance_rate": acceptance, "tokens_per_pass": 1 + 2 * acceptance,
-            "speedup": speedup}  # fmt: skip
+            "speedup": speedup}
 
 
 # The most and least accepted kinds are neither code nor prose: the feedback must still speak of those two.
 SUMMARY = [_kind("code", 0.60, 1.40), _kind("prose", 0.40, 1.10), _kind("structured", 0.20, 0.90),
-           _kind("copy-heavy", 0.90, 2.10)]  # fmt: skip
+           _kind("copy-heavy", 0.90, 2.10)]
 
 
 def test_kinds_are_written_as_words():
@@ -56,11 +56,11 @@ def test_without_code_and_prose_the_quiz_compares_the_fastest_and_slowest():
 def test_every_prompts_table_is_in_words_and_few_digits():
     run = {"category": "copy_heavy", "prompt": 1, "text": "Repeat this", "acceptance_rate": 0.4712,
            "tokens_per_pass": 2.0, "drafted_per_round": 3.1234, "speculative_tokens_per_second": 13.4,
-           "target_tokens_per_second": 8.41234, "speedup": 1.59312, "alpha": 0.47}  # fmt: skip
+           "target_tokens_per_second": 8.41234, "speedup": 1.59312, "alpha": 0.47}
     row = prompt_kinds.prompt_rows([run])[0]
     assert row == {"kind": "copy-heavy", "prompt": 1, "acceptance": "47%", "tokens / pass": "2.00",
                    "drafts a round": "3.1", "speculative tokens/s": "13.4", "target alone tokens/s": "8.41",
-                   "speed-up": "1.59×", "text": "Repeat this"}  # fmt: skip
+                   "speed-up": "1.59×", "text": "Repeat this"}
     assert not any("_" in key for key in row)
     checked = ("category", "prompt", "acceptance_rate", "tokens_per_pass", "speedup")  # what a file must hold
     reloaded = {key: run[key] for key in checked}

@@ -38,10 +38,10 @@ def test_the_trial_headline_reads_the_run():
 
 def test_sweep_chart_has_measured_expected_and_speedup_per_set():
     rows = [{"temperature": t, "category": c, "alpha": 0.5, "expected_alpha": 0.45, "speedup": 1.2}
-            for t in (1.0, 0.0) for c in ("code", "prose")]  # fmt: skip
+            for t in (1.0, 0.0) for c in ("code", "prose")]
     fig = charts.temperature_sweep_chart(rows)
     assert [t.name for t in fig.data] == [f"{c}: {what}" for c in ("code", "prose")
-                                          for what in ("measured", "Σ min(p, q)", "speed-up")]  # fmt: skip
+                                          for what in ("measured", "Σ min(p, q)", "speed-up")]
     assert list(fig.data[0].x) == [0.0, 1.0]  # sorted by temperature
     assert fig.data[2].xaxis == "x2"  # speed-up in its own panel, with the 1x line
     assert any(shape.y0 == 1.0 for shape in fig.layout.shapes)
@@ -49,12 +49,12 @@ def test_sweep_chart_has_measured_expected_and_speedup_per_set():
 
 def test_stage_three_chart_follows_the_rule():
     typical = replace(trace(uniforms=None), rule="typical", thresholds=[0.09, 0.2, 0.05],
-                      accept_probs=[1, 0, 0])  # fmt: skip
+                      accept_probs=[1, 0, 0])
     fig = charts.acceptance_chart(typical, LABELS)
     assert "typical acceptance" in fig.layout.title.text
     assert list(fig.data[1].x) == [0.09, 0.2, 0.05]  # the bar p(x) must clear, per draft
     compare = replace(trace(uniforms=None), rule="sample-compare", target_draws=[1, 4, 2],
-                      accept_probs=[0.5, 0.3, 0.15])  # fmt: skip
+                      accept_probs=[0.5, 0.3, 0.15])
     fig = charts.acceptance_chart(compare, LABELS)
     assert "sample and compare" in fig.layout.title.text
     assert [t for t in fig.data if getattr(t, "mode", None) == "text"][0].text == ("y = ␣the", "y = dog")
@@ -65,7 +65,7 @@ def test_stage_three_chart_follows_the_rule():
 
 def test_exact_law_chart_puts_p_beside_each_rules_law():
     rows = [{"id": 7, "token": "<b>Once</b>", "p": 0.77, "speculative": 0.77, "top-choice": 0.77},
-            {"id": 9, "token": " One", "p": 0.14, "speculative": 0.14, "top-choice": 0.14}]  # fmt: skip
+            {"id": 9, "token": " One", "p": 0.14, "speculative": 0.14, "top-choice": 0.14}]
     rules = [("speculative", "speculative sampling"), ("top-choice", "top choice")]
     fig = charts.exact_law_chart(rows, rules)
     assert [t.name for t in fig.data] == ["p: the target alone", "speculative sampling", "top choice"]

@@ -28,7 +28,7 @@ def accept(text: str) -> list[float]:
     ("0.1 < p <= 0.3", [0.0, 1.0, 0.0, 0.0]),
     ("max(p, q, 0.35) - abs(-0.05) + 0*exp(H) + 0*log(q)", [0.55, 0.3, 0.35, 0.30]),
     ("-p", [0.0] * 4),
-])  # fmt: skip
+])
 def test_allowed_expressions_evaluate_over_the_vocabulary_clamped(text, expected):
     assert accept(text) == pytest.approx(expected)
 
@@ -58,7 +58,7 @@ def test_allowed_expressions_evaluate_over_the_vocabulary_clamped(text, expected
     ("p/(q - q)", "divides by zero at a token with p = 0.6, q = 0.1"),
     ("min(1, p/q", "cannot be read"),
     ("", "is empty"),
-])  # fmt: skip
+])
 def test_refusals_are_one_clear_line(text, words):
     with pytest.raises(RuleExpressionError) as caught:
         accept(text)

@@ -9,7 +9,7 @@ from specdec.views.quiz import reason
 
 def test_reasons_name_each_rules_own_test():
     typical = replace(trace(uniforms=None), rule="typical", thresholds=[0.09, 0.4, 0.05],
-                      accept_probs=[1.0, 0.0, 1.0])  # fmt: skip
+                      accept_probs=[1.0, 0.0, 1.0])
     assert reason(typical, 0) == "kept: p(x)=0.50 is above the bar 0.09"
     assert reason(typical, 1) == "rejected: p(x)=0.30 is not above the bar 0.40"
     compare = replace(trace(uniforms=None), rule="sample-compare", target_draws=[1, 4, 2])

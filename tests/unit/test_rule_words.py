@@ -20,13 +20,13 @@ LABELS = {1: "the", 2: "cat", 3: "sat", 4: "dog"}
 
 def _trace(**changes) -> RoundTrace:
     shown = ShownDistribution(token_ids=[4, 2, 3, 1], target_probs=[0.5, 0.3, 0.15, 0.05],
-                              draft_probs=[0.1, 0.6, 0.2, 0.1], residual_probs=None)  # fmt: skip
+                              draft_probs=[0.1, 0.6, 0.2, 0.1], residual_probs=None)
     trace = RoundTrace(
         index=0, context_length=10, drafted_tokens=[1, 2, 3], positions=[shown] * 4,
         draft_token_probs=[0.1, 0.6, 0.2], target_token_probs=[0.5, 0.3, 0.15],
         accept_probs=[1.0, 0.5, 0.75], uniforms=[0.05, 0.9, 0.3], num_accepted=1, next_token=1,
         is_bonus=False, emitted_tokens=[1, 1], draft_seconds=0.01, verify_seconds=0.02,
-    )  # fmt: skip
+    )
     return replace(trace, **changes)
 
 

@@ -66,7 +66,7 @@ def test_haproxy_accepts_the_configuration(tmp_path):
     (["--threads", "0"], "--threads must be at least 1"),
     (["--backend", "10.0.0.11"], "expected HOST:PORT"),
     (["--port", "70000"], "is not a free range of ports"),
-])  # fmt: skip
+])
 def test_bad_arguments_get_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as stopped:
         serve_class.parse_args(argv)

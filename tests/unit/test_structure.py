@@ -122,7 +122,7 @@ def layer_of(module: str) -> int:
 def specdec_modules() -> list[tuple[str, Path]]:
     """specdec's modules by dotted name, the package itself and its __main__ left out."""
     return sorted((name, path) for name, path in package_modules().items()
-                  if name.startswith("specdec.") and name != "specdec.__main__")  # fmt: skip
+                  if name.startswith("specdec.") and name != "specdec.__main__")
 
 
 def importing(path: Path, forbidden: tuple[str, ...]) -> list[str]:

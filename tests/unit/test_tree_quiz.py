@@ -7,17 +7,17 @@ from specdec.views.quiz import BRANCH, NONE_SURVIVES, branch_options, judge_bran
 
 def _trace(record: SiblingRecord, path: list[int]) -> RoundTrace:
     tree = TreeRecord(tokens=[10, 11, 12, 13, 14], parents=[-1, 0, 0, 0, 1], path=path, siblings=[record],
-                      bonus=False)  # fmt: skip
+                      bonus=False)
     return RoundTrace(index=3, context_length=5, drafted_tokens=[11], positions=[], draft_token_probs=[0.4],
                       target_token_probs=[0.1], accept_probs=[0.25], uniforms=[0.6], num_accepted=len(path),
                       next_token=12, is_bonus=False, emitted_tokens=[12], draft_seconds=0.0,
-                      verify_seconds=0.0, tree=tree)  # fmt: skip
+                      verify_seconds=0.0, tree=tree)
 
 
 SECOND_KEPT = SiblingRecord(node=0, candidates=[1, 2, 3], tokens=[11, 12], keep_chances=[0.25, 0.8],
-                            uniforms=[0.6, 0.3], kept=2, token=12)  # fmt: skip
+                            uniforms=[0.6, 0.3], kept=2, token=12)
 NONE_KEPT = SiblingRecord(node=0, candidates=[1, 2, 3], tokens=[11, 12, 13], keep_chances=[0.1, 0.2, 0.5],
-                          uniforms=[0.5, 0.9, 0.7], kept=None, token=14)  # fmt: skip
+                          uniforms=[0.5, 0.9, 0.7], kept=None, token=14)
 
 
 def test_the_options_are_the_roots_children_then_none():

@@ -21,7 +21,7 @@ ROOT_TEST = SiblingRecord(
     draft_probs=[[(11, 0.4), (12, 0.35), (13, 0.25)], [(12, 0.58), (13, 0.42)]],
 )
 TREE = TreeRecord(tokens=[10, 11, 12, 13, 13, 14, 15], parents=[-1, 0, 0, 0, 1, 1, 4], path=[2],
-                  siblings=[ROOT_TEST], bonus=True)  # fmt: skip
+                  siblings=[ROOT_TEST], bonus=True)
 ALL_REJECTED = SiblingRecord(
     node=0, candidates=[1, 2], tokens=[11, 12], keep_chances=[0.1, 0.2], uniforms=[0.5, 0.9], kept=None,
     token=17, target_probs=[[(17, 0.6), (11, 0.4)], [(17, 0.9), (12, 0.1)]],
@@ -51,7 +51,7 @@ def test_the_mask_lets_each_node_see_itself_and_its_ancestors_only():
 def test_the_sibling_test_steps_through_p_and_q_the_coin_and_the_shrunken_q():
     steps = tree_view.sibling_steps(ROOT_TEST)
     assert [(s.child, s.phase) for s in steps] == [(0, PQ), (0, COIN), (0, AFTER), (1, PQ), (1, COIN),
-                                                   (1, OUTCOME)]  # fmt: skip
+                                                   (1, OUTCOME)]
     after = steps[2]
     assert after.target_probs == ROOT_TEST.target_probs[1]  # the residual the next child faces
     # q without cat, renormalised: 0.35 / 0.6 and 0.25 / 0.6

@@ -17,7 +17,7 @@ NAMES = (SPECULATIVE, TOP_CHOICE, SAMPLE_COMPARE, TYPICAL)
 def row(name: str, chi2_p: float, tv: float, band: float = 0.1, floor: float = 0.5, samples: int = 150):
     rule = RULES[name]
     return {"rule": name, "title": rule.title, "lossless": rule.lossless, "chi2_p": chi2_p, "tv": tv,
-            "tv_noise_band": band, "tv_noise_floor": floor, "samples": samples}  # fmt: skip
+            "tv_noise_band": band, "tv_noise_floor": floor, "samples": samples}
 
 
 def trial() -> Trial:
@@ -33,7 +33,7 @@ def test_a_rule_the_samples_catch_is_never_also_unseen():
     # noise floor (its 'about 152 samples' after a run of 150).
     assert not exact.resolved(exact.exact_laws(POSITION)[TOP_CHOICE].tv, 0.5)
     rows = [row(SPECULATIVE, 0.6, 0.05), row(TOP_CHOICE, 1e-5, 0.3), row(SAMPLE_COMPARE, 0.4, 0.06),
-            row(TYPICAL, 0.3, 0.07)]  # fmt: skip
+            row(TYPICAL, 0.3, 0.07)]
     unseen, (kind, words) = view_and_verdict(rows)
     assert kind == "caught" and RULES[TOP_CHOICE].title in words
     assert TOP_CHOICE not in unseen  # the contradiction, gone

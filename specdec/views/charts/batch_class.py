@@ -41,7 +41,7 @@ def batch_throughput_chart(points: list[dict], crossover: int | None) -> go.Figu
     _log2_axis(fig, sizes, "batch size B (rows decoded together)")
     fig.update_yaxes(title_text="tokens/s, all rows")
     title = (f"Throughput: speculation stops paying at B = {crossover}" if crossover is not None
-             else "Throughput: speculation still pays at every B measured")  # fmt: skip
+             else "Throughput: speculation still pays at every B measured")
     return styled(fig, title, height=400)
 
 
@@ -60,7 +60,7 @@ def batch_cost_chart(curve: list[dict]) -> go.Figure:
             fig.add_scatter(x=[r["tokens"] for r in mine], y=[scale(r) for r in mine], mode="lines+markers",
                             name=name, line={"color": color}, customdata=custom, showlegend=col == 1,
                             hovertemplate="B=%{customdata}, %{x} tokens: %{y:.2f} ms<extra></extra>",
-                            row=1, col=col)  # fmt: skip
+                            row=1, col=col)
     if curve:
         first = min(curve, key=lambda r: r["tokens"])
         tokens = sorted({r["tokens"] for r in curve})
@@ -68,7 +68,7 @@ def batch_cost_chart(curve: list[dict]) -> go.Figure:
                         name="if flat", line={"dash": "dash", "color": ACCEPT_COLOR})
         fig.add_scatter(x=tokens, y=[first["seconds"] * 1000 * n / first["tokens"] for n in tokens],
                         mode="lines", row=1, col=1, name="if ∝ tokens",
-                        line={"dash": "dot", "color": MUTED_COLOR})  # fmt: skip
+                        line={"dash": "dot", "color": MUTED_COLOR})
         ticks = [2**i for i in range(max(tokens).bit_length()) if 2**i <= max(tokens)]  # labels apart
         for col in (1, 2):
             _log2_axis(fig, ticks, "tokens in the pass (B × tokens per row)", row=1, col=col)
@@ -86,10 +86,10 @@ def batch_ratio_chart(rows: list[dict]) -> go.Figure:
     fig = go.Figure()
     # Labels inside the bars' tops, white: outside, a bar near 1 had its label struck through by the line.
     text = {"texttemplate": "%{y:.2f}×", "textposition": "inside", "insidetextanchor": "end",
-            "textfont": {"color": "white"}}  # fmt: skip
+            "textfont": {"color": "white"}}
     fig.add_bar(x=labels, y=[r["ratio"] for r in rows], name="measured", marker_color=SPEC_COLOR, **text)
     fig.add_bar(x=labels, y=[r["expected_ratio"] for r in rows], name="expected from α and the cost curve",
-                marker_color=THEORY_COLOR, **text)  # fmt: skip
+                marker_color=THEORY_COLOR, **text)
     fig.add_hline(y=1.0, line_dash="dash", line_color=REJECT_COLOR, layer="below")
     fig.update_yaxes(title_text="speculative ÷ target only")
     return styled(fig, "The ratio, measured and expected", height=340)

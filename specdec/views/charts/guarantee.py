@@ -49,14 +49,14 @@ def error_bars(shares: list[float], size: int) -> dict:
     above = [high - share for share, (_, high) in zip(shares, intervals, strict=True)]
     below = [share - low for share, (low, _) in zip(shares, intervals, strict=True)]
     return {"type": "data", "symmetric": False, "thickness": 1.5, "width": 4, "color": "#424242",
-            "array": above, "arrayminus": below}  # fmt: skip
+            "array": above, "arrayminus": below}
 
 
 def empirical_chart(
     labels: list[str], speculative: list[float], target: list[float], title: str,
     control: list[float] | None = None, exact: list[float] | None = None,
     sizes: tuple[int, int, int] | None = None,
-) -> go.Figure:  # fmt: skip
+) -> go.Figure:
     """Empirical distributions over the same outcomes, side by side: speculative, target only, and the
     negative control (the draft alone) where given. Any number of samples, from the first pair on: a
     run draws this as its results arrive. `exact`: the target's own law of each outcome, drawn first;

@@ -27,20 +27,20 @@ def forward_cost_chart(rows: list[dict], load_costs: dict[int, float] | None = N
         customdata=[[r["seconds"] * 1000, r["min_seconds"] * 1000, r["max_seconds"] * 1000] for r in rows],
         hovertemplate="%{x} tokens: %{y:.2f}× one token (median %{customdata[0]:.1f} ms, "
                       "%{customdata[1]:.1f}–%{customdata[2]:.1f})<extra></extra>",
-    )  # fmt: skip
+    )
     if load_costs:
         sizes = sorted(load_costs)
         fig.add_scatter(x=sizes, y=[load_costs[n] for n in sizes], mode="markers",
                         name="timed at load (prices the drafts)",
                         marker={"symbol": "diamond-open", "size": 10, "color": ACCEPT_COLOR},
-                        hovertemplate="%{x} tokens: %{y:.2f}× (timed at load)<extra></extra>")  # fmt: skip
+                        hovertemplate="%{x} tokens: %{y:.2f}× (timed at load)<extra></extra>")
     fig.add_scatter(x=x, y=[n / x[0] for n in x], mode="lines", name="if cost ∝ tokens",
-                    line={"dash": "dot", "color": MUTED_COLOR}, hoverinfo="skip")  # fmt: skip
+                    line={"dash": "dot", "color": MUTED_COLOR}, hoverinfo="skip")
     fig.add_scatter(x=x, y=[1.0] * len(x), mode="lines", name="if flat (memory-bound)",
-                    line={"dash": "dash", "color": MUTED_COLOR}, hoverinfo="skip")  # fmt: skip
+                    line={"dash": "dash", "color": MUTED_COLOR}, hoverinfo="skip")
     highest = max([r["max_seconds"] / one for r in rows] + list((load_costs or {}).values()))
     fig.update_xaxes(title_text="new tokens in one forward pass", type="log", tickvals=x,
-                     ticktext=[str(n) for n in x])  # fmt: skip
+                     ticktext=[str(n) for n in x])
     fig.update_yaxes(title_text="cost in one-token passes", range=[0, max(2.0, highest * 1.2)])
     return styled(fig, "What one target pass costs, by its size", height=360)
 
@@ -54,7 +54,7 @@ def round_breakdown_chart(breakdowns: dict[str, dict[str, float]]) -> go.Figure:
             y=list(breakdowns), x=[parts.get(stage, 0.0) for parts in breakdowns.values()], name=stage,
             orientation="h", marker_color=LANE_COLORS[number % len(LANE_COLORS)],
             hovertemplate="%{x:.2f} ms<extra>" + stage + "</extra>",
-        )  # fmt: skip
+        )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title_text="ms per round", gridcolor="#eeeeee")
     return styled(fig, "Where a round's time goes", height=220)

@@ -43,7 +43,7 @@ def draft_chart(position: ShownDistribution, drafted: int, labels: dict[int, str
     q = [position.draft_probs[i] for i in order]
     colors = [Q_COLOR if token_id == drafted else MUTED_COLOR for token_id in ids]
     fig = go.Figure(go.Bar(x=token_names(ids, labels), y=q, marker_color=colors, name="q (draft)",
-                           hovertemplate="%{x}: q=%{y:.3f}<extra></extra>"))  # fmt: skip
+                           hovertemplate="%{x}: q=%{y:.3f}<extra></extra>"))
     fig.update_yaxes(title_text="q", range=[0, 1.05])
     return styled(narrow(fig, len(ids)), title)
 
@@ -57,7 +57,7 @@ def feature_chart(feature: list[float], title: str, columns: int = 32) -> go.Fig
         z=rows, zmin=-limit, zmax=limit, colorscale="RdBu_r", showscale=True,
         customdata=[[r * columns + c for c in range(columns)] for r in range(len(rows))],
         hovertemplate="dimension %{customdata}: %{z:.3f}<extra></extra>",
-    ))  # fmt: skip
+    ))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     return styled(fig, title, height=90 + 12 * len(rows))
@@ -81,16 +81,16 @@ def distribution_chart(
     fig = go.Figure()
     fig.add_bar(x=names, y=[position.target_probs[i] for i in index], name="p (target)",
                 marker={"color": P_COLOR, "line": outline(ids, highlight)},
-                hovertemplate="%{x}: p=%{y:.3f}<extra></extra>")  # fmt: skip
+                hovertemplate="%{x}: p=%{y:.3f}<extra></extra>")
     if position.draft_probs is not None:
         fig.add_bar(x=names, y=[position.draft_probs[i] for i in index], name="q (draft)",
                     marker={"color": Q_COLOR, "line": outline(ids, highlight)},
-                    hovertemplate="%{x}: q=%{y:.3f}<extra></extra>")  # fmt: skip
+                    hovertemplate="%{x}: q=%{y:.3f}<extra></extra>")
     if show_residual and position.residual_probs is not None:
         fig.add_bar(x=names, y=[position.residual_probs[i] for i in index],
                     name=residual_name,
                     marker={"color": RESIDUAL_COLOR, "line": outline(ids, highlight)},
-                    hovertemplate="%{x}: residual=%{y:.3f}<extra></extra>")  # fmt: skip
+                    hovertemplate="%{x}: residual=%{y:.3f}<extra></extra>")
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability")
     return styled(narrow(fig, len(ids)), title)
@@ -132,12 +132,12 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
         accept_color, reject_color = (ACCEPT_COLOR, REJECT_COLOR) if tested else (MUTED_COLOR, MUTED_COLOR)
         hover = f"accept zone: {rule} = {ratio:.3f}<extra></extra>"
         fig.add_bar(y=[rows[i]], x=[ratio], orientation="h", marker_color=accept_color, opacity=0.35,
-                    showlegend=False, hovertemplate=hover)  # fmt: skip
+                    showlegend=False, hovertemplate=hover)
         fig.add_bar(y=[rows[i]], x=[1 - ratio], base=[ratio], orientation="h", marker_color=reject_color,
-                    opacity=0.12, showlegend=False, hoverinfo="skip")  # fmt: skip
+                    opacity=0.12, showlegend=False, hoverinfo="skip")
     fig.add_scatter(y=rows, x=trace.accept_probs[:k], mode="markers", name=rule,
                     marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": HIGHLIGHT_LINE}},
-                    hovertemplate="ratio %{x:.3f}<extra></extra>")  # fmt: skip
+                    hovertemplate="ratio %{x:.3f}<extra></extra>")
     if trace.uniforms is not None:
         tested_rows = rows[: trace.num_tested]
         u = trace.uniforms[: trace.num_tested]
@@ -147,7 +147,7 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
                                 "line": {"width": 1, "color": "white"}},
                         text=[f"u={value:.2f}" for value in u], textposition="top center",
                         cliponaxis=False,  # the first row's label sits above the plot area
-                        hovertemplate="u = %{x:.3f}<extra></extra>")  # fmt: skip
+                        hovertemplate="u = %{x:.3f}<extra></extra>")
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[0, 1.0], tickvals=[0, 0.25, 0.5, 0.75, 1], gridcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", type="category")
@@ -155,7 +155,7 @@ def acceptance_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
         tested = range(trace.num_tested)
         fig.add_scatter(y=[rows[i] for i in tested], x=[trace.accept_probs[i] for i in tested],
                         mode="text", text=[f"y = {html.escape(labels.get(trace.target_draws[i], '?'))}"
-                                           for i in tested],  # fmt: skip
+                                           for i in tested],
                         textposition="middle right", showlegend=False, hoverinfo="skip")
     title = zone[1] if zone else "accept if u < min(1, p/q)"
     return styled(fig, title, height=90 + 42 * max(k, 1))
@@ -166,13 +166,13 @@ def threshold_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
     k = trace.num_drafted
     rows = [f"{i + 1}. {name}" for i, name in enumerate(token_names(trace.drafted_tokens, labels))]
     colors = [MUTED_COLOR if i >= trace.num_tested else ACCEPT_COLOR if i < trace.num_accepted
-              else REJECT_COLOR for i in range(k)]  # fmt: skip
+              else REJECT_COLOR for i in range(k)]
     fig = go.Figure()
     fig.add_bar(y=rows, x=trace.target_token_probs[:k], orientation="h", marker_color=colors, opacity=0.5,
                 name="p(x)", hovertemplate="p(x) = %{x:.3f}<extra></extra>")
     fig.add_scatter(y=rows, x=trace.thresholds[:k], mode="markers", name="threshold",
                     marker={"symbol": "line-ns", "size": 22, "line": {"width": 3, "color": HIGHLIGHT_LINE}},
-                    hovertemplate="threshold %{x:.3f}<extra></extra>")  # fmt: skip
+                    hovertemplate="threshold %{x:.3f}<extra></extra>")
     fig.update_xaxes(range=[0, 1.0], title_text="probability", gridcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", type="category")
     return styled(fig, ZONES["typical"][1], height=110 + 42 * max(k, 1))
@@ -180,7 +180,7 @@ def threshold_chart(trace: RoundTrace, labels: dict[int, str]) -> go.Figure:
 
 
 TIMELINE_COLORS = {"accepted": ACCEPT_COLOR, "rejected": REJECT_COLOR, "not tested": "#e0e0e0",
-                   "resampled": RESIDUAL_COLOR, "bonus": BONUS_COLOR}  # fmt: skip
+                   "resampled": RESIDUAL_COLOR, "bonus": BONUS_COLOR}
 TIMELINE_PICK = "pick"  # the selection's name: a click on a round selects {"round": n}
 
 
@@ -192,12 +192,12 @@ def timeline_rows(traces: list[RoundTrace], labels: dict[int, str], shown: int =
         for i, token in enumerate(trace.drafted_tokens):
             fate = "accepted" if i < trace.num_accepted else "rejected" if i < trace.num_tested else (
                 "not tested"
-            )  # fmt: skip
+            )
             rows.append({"round": trace.index + 1, "slot": i + 1, "fate": fate,
-                         "token": labels.get(token, ""), "shown": trace.index == shown})  # fmt: skip
+                         "token": labels.get(token, ""), "shown": trace.index == shown})
         rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 1,
                      "fate": "bonus" if trace.is_bonus else "resampled",
-                     "token": labels.get(trace.next_token, ""), "shown": trace.index == shown})  # fmt: skip
+                     "token": labels.get(trace.next_token, ""), "shown": trace.index == shown})
         if trace.kept_sibling is not None and len(trace.emitted_tokens) > trace.num_accepted + 1:
             # The resampled token was the draft's kept second choice: the token after it came free.
             rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 2, "fate": "bonus",
@@ -243,7 +243,7 @@ def _timeline_spec() -> dict:
         )
         .add_params(pick)
         .properties(height={"step": 16})  # one 16-pixel row per drafted position
-    )  # fmt: skip
+    )
     with alt.theme.enable("none"):  # Streamlit applies its own theme
         spec = chart.to_dict()
     for placeholder in ("data", "datasets"):  # Altair's, for a chart built without data

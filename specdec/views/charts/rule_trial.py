@@ -13,7 +13,7 @@ RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compar
                "typical": "#ef6c00",
                # the multi-candidate rules (config.TREE_RULE_NAMES): exact in greens and blues, lossy warm
                "without-replacement": "#2e7d32", "with-replacement": "#1e88e5", "q-kept": "#ef6c00",
-               "top-k-as-sampled": "#c62828"}  # fmt: skip
+               "top-k-as-sampled": "#c62828"}
 
 
 def band_headline(rows: list[dict], noise_band: float) -> str:
@@ -38,7 +38,7 @@ def rule_trial_chart(rows: list[dict], noise_band: float) -> go.Figure:
     The title says what this run shows (`band_headline`)."""
     fig = go.Figure()
     fig.add_vrect(x0=0, x1=noise_band, fillcolor="#9e9e9e", opacity=0.18, line_width=0,
-                  annotation_text="noise band (95 %)", annotation_position="top left")  # fmt: skip
+                  annotation_text="noise band (95 %)", annotation_position="top left")
     label_at = ["top center", "bottom center", "middle right", "middle left"]  # apart where points meet
     for number, row in enumerate(rows):
         kind = "lossless" if row["lossless"] else "lossy"
@@ -47,7 +47,7 @@ def rule_trial_chart(rows: list[dict], noise_band: float) -> go.Figure:
                         marker={"size": 16, "color": RULE_COLORS.get(row["rule"], THEORY_COLOR),
                                 "symbol": "circle" if row["lossless"] else "x"},
                         text=[html.escape(row["title"])], textposition=label_at[number % len(label_at)],
-                        hovertemplate="TV %{x:.3f}, acceptance %{y:.2f}<extra></extra>")  # fmt: skip
+                        hovertemplate="TV %{x:.3f}, acceptance %{y:.2f}<extra></extra>")
     top = max([noise_band, *(r["tv"] for r in rows)]) * 1.25 + 0.02
     fig.update_xaxes(range=[0, top], title_text="TV distance from the target's first tokens")
     fig.update_yaxes(range=[0, 1.08], title_text="acceptance α (drafts kept / tested)")
@@ -65,12 +65,12 @@ def temperature_sweep_chart(rows: list[dict]) -> go.Figure:
         color = LANE_COLORS[(number + 1) % len(LANE_COLORS)]
         x = [r["temperature"] for r in mine]
         fig.add_scatter(x=x, y=[r["alpha"] for r in mine], mode="lines+markers", row=1, col=1,
-                        name=f"{category}: measured", line={"color": color})  # fmt: skip
+                        name=f"{category}: measured", line={"color": color})
         fig.add_scatter(x=x, y=[r["expected_alpha"] for r in mine], mode="lines", row=1, col=1,
-                        line={"color": color, "dash": "dot"}, name=f"{category}: Σ min(p, q)")  # fmt: skip
+                        line={"color": color, "dash": "dot"}, name=f"{category}: Σ min(p, q)")
         fig.add_scatter(x=x, y=[r["speedup"] for r in mine], mode="lines+markers", row=1, col=2,
                         line={"color": color}, marker={"symbol": "diamond"},
-                        name=f"{category}: speed-up")  # fmt: skip
+                        name=f"{category}: speed-up")
     fig.add_hline(y=1.0, line_dash="dash", line_color=PLAIN_COLOR, row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
@@ -85,11 +85,11 @@ def exact_law_chart(rows: list[dict], rules: list[tuple[str, str]], title: str |
     labels = token_names(list(range(len(rows))), {i: row["token"] for i, row in enumerate(rows)})
     fig = go.Figure()
     fig.add_bar(x=labels, y=[row["p"] for row in rows], name="p: the target alone", marker_color=INK,
-                hovertemplate="p = %{y:.4f}<extra></extra>")  # fmt: skip
+                hovertemplate="p = %{y:.4f}<extra></extra>")
     for name, rule_title in rules:
         fig.add_bar(x=labels, y=[row[name] for row in rows], name=html.escape(rule_title),
                     marker_color=RULE_COLORS.get(name, THEORY_COLOR),
-                    hovertemplate=f"{html.escape(rule_title)}: %{{y:.4f}}<extra></extra>")  # fmt: skip
+                    hovertemplate=f"{html.escape(rule_title)}: %{{y:.4f}}<extra></extra>")
     fig.update_yaxes(title_text="probability of the first token", rangemode="tozero")
     fig.update_layout(barmode="group")
     fig = styled(fig, title or "What each rule emits here, exactly, against p", height=380)

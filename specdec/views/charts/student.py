@@ -13,7 +13,7 @@ def calibration_chart(calibration: list[dict], count_guesses: list[dict]) -> go.
     diagonal is perfect calibration."""
     fig = go.Figure()
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated",
-                    line={"dash": "dot", "color": MUTED_COLOR}, hoverinfo="skip")  # fmt: skip
+                    line={"dash": "dot", "color": MUTED_COLOR}, hoverinfo="skip")
     if calibration:
         fig.add_scatter(
             x=[row["true_probability"] for row in calibration],

@@ -80,7 +80,7 @@ def styled(fig: go.Figure, title: str, height: int = 260) -> go.Figure:
                 "yanchor": "bottom", "font": {"size": TEXT_SIZE, "color": INK}},
         bargap=0.25,
         plot_bgcolor="white",
-    )  # fmt: skip
+    )
     ink = {"size": TEXT_SIZE, "color": INK}
     axis_text = {"tickfont": ink, "title_font": ink, "automargin": True}
     fig.update_yaxes(gridcolor="#eeeeee", rangemode="tozero", **axis_text)
@@ -97,7 +97,7 @@ def for_projector(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
 
     big.update_layout(font=grow(big.layout.font), title_font=grow(big.layout.title.font),
                       legend_font=grow(big.layout.legend.font),
-                      height=round((big.layout.height or 300) * (1 + (scale - 1) / 2)))  # fmt: skip
+                      height=round((big.layout.height or 300) * (1 + (scale - 1) / 2)))
     def grow_axis(axis) -> None:
         axis.update(tickfont=grow(axis.tickfont), title_font=grow(axis.title.font))
 

@@ -51,7 +51,7 @@ NODE_TEXT = 20  # px: a node's token, readable on a projector as drawn
 
 
 def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: bool,
-               numbered: bool = False) -> go.Figure:  # fmt: skip
+               numbered: bool = False) -> go.Figure:
     """The round's tree left to right, the root first: each node its token (after its node number,
     `numbered`, as the attention mask names it). `judged`: coloured kept, rejected and never tested
     (from the Accept stage on); before that every node is simply drafted."""
@@ -67,7 +67,7 @@ def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: boo
         edge_x += [x0, x1, None]
         edge_y += [y0, y1, None]
     fig.add_scatter(x=edge_x, y=edge_y, mode="lines", line={"color": "#9e9e9e", "width": 2},
-                    hoverinfo="skip", showlegend=False)  # fmt: skip
+                    hoverinfo="skip", showlegend=False)
     order = [ROOT, KEPT, REJECTED, UNTESTED, DRAFTED]
     for kind in order:
         nodes = [node for node, s in enumerate(status) if s == kind]
@@ -82,7 +82,7 @@ def tree_chart(tree: TreeRecord, labels: dict[int, str], title: str, judged: boo
             text=[names[n] for n in nodes], textposition="middle right",
             textfont={"size": NODE_TEXT, "color": color if kind != UNTESTED else "#616161"},
             customdata=[n for n in nodes], hovertemplate="node %{customdata}: %{text}<extra></extra>",
-        )  # fmt: skip
+        )
     depth = max(x for x, _ in places)
     rows = max(y for _, y in places)
     fig.update_xaxes(visible=False, range=[-0.3, depth + 0.9])
@@ -99,7 +99,7 @@ def mask_chart(tree: TreeRecord, labels: dict[int, str], title: str) -> go.Figur
         z=[[1 if seen else 0 for seen in row] for row in mask], x=names, y=names, zmin=0, zmax=1,
         colorscale=[[0, "#f5f5f5"], [1, P_COLOR]], showscale=False, xgap=2, ygap=2,
         hovertemplate="%{y} sees %{x}: %{z}<extra></extra>",
-    ))  # fmt: skip
+    ))
     fig.update_xaxes(side="top", tickangle=-45, title_text="attends to (key)")
     fig.update_yaxes(autorange="reversed", title_text="node (query)")
     side = 120 + 30 * len(names)
@@ -107,13 +107,13 @@ def mask_chart(tree: TreeRecord, labels: dict[int, str], title: str) -> go.Figur
 
 
 def _bars(fig: go.Figure, probs: TopTokens | None, ids: list[int], names: list[str], name: str, color: str,
-          highlight: int | None) -> None:  # fmt: skip
+          highlight: int | None) -> None:
     if probs is None:
         return
     values = dict(probs)
     fig.add_bar(x=names, y=[values.get(token, 0.0) for token in ids], name=name,
                 marker={"color": color, "line": outline(ids, highlight)},
-                hovertemplate="%{x}: %{y:.3f}<extra></extra>")  # fmt: skip
+                hovertemplate="%{x}: %{y:.3f}<extra></extra>")
 
 
 def step_chart(step: SiblingStep, labels: dict[int, str], title: str) -> go.Figure:
@@ -164,7 +164,7 @@ def tree_acceptance_chart(rows: list[dict], single: float, title: str) -> go.Fig
                     name=f"candidate {rank + 1} kept",
                     marker={"color": [RULE_COLORS.get(row["rule"], THEORY_COLOR) for row in rows],
                             "opacity": shades[rank % len(shades)], "line": {"color": "white", "width": 1}},
-                    hovertemplate=f"candidate {rank + 1} kept: %{{y:.3f}}<extra></extra>")  # fmt: skip
+                    hovertemplate=f"candidate {rank + 1} kept: %{{y:.3f}}<extra></extra>")
     fig.add_hline(y=single, line_dash="dash", line_color=INK, line_width=2,
                   annotation_text=f"one draft: Σ min(p, q) = {single:.2f}", annotation_position="top left")
     fig.update_layout(barmode="stack")
