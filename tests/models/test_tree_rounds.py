@@ -63,7 +63,8 @@ def test_greedy_trees_write_the_targets_greedy_text(tiny_target, tiny_draft, voc
     # Both caches hold the sequence but its last token (the draft may lag: it catches up next round).
     assert target.cache_length == len(PROMPT) + len(plain) - 1
     assert drafter.cache_length <= target.cache_length
-    if tree != "1":  # a sibling was kept somewhere: the tree did what a chain could not
+    if tree in ("auto", "20"):  # shapes that branch (at 3 or 6 nodes the measured best may be a chain):
+        # a sibling was kept somewhere, the tree did what a chain could not
         assert any(s.kept not in (None, s.candidates[0]) for t in traces for s in t.tree.siblings)
 
 
