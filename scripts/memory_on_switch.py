@@ -8,7 +8,8 @@ lookup and with the default again, and prints the server's resident memory (RSS,
 tree) once each page has loaded its models. docs/howto/own-pair-and-gpu.md quotes its figures.
 --drafters switches through those instead, in that order (start with ngram: the target alone).
 --in-process loads them in this process through the server's own PairShelf, without the app or a
-browser, and prints what each load added to the resident size (PairShelf.resident_added).
+browser, runs each on a short prompt (the first run pages the target's weights in, as a server's first
+session does), and prints the resident size after each and what each load added (PairShelf.resident_added).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def app_server(root: Path):
     port = free_port()
     command = [str(Path(sys.executable).parent / "streamlit"), "run", "app.py", "--server.headless", "true",
                "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address",
-               "127.0.0.1", "--server.fileWatcherType", "none"]  # fmt: skip
+               "127.0.0.1", "--server.fileWatcherType", "none"]
     server = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)  # fmt: skip
+                              start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -66,13 +67,17 @@ def resident_mib(process: psutil.Process) -> float:
 
 
 def in_process(switches: list[str]) -> int:
+    from specdec.config import SamplingConfig, Settings
     from specdec.models.pair import NGRAM, ModelPair
+    from specdec.models.runs import generate
     from specdec.serving.allowed_models import PairShelf
 
     shelf = PairShelf(lambda target: ModelPair.load(target, NGRAM))
+    settings = Settings(sampling=SamplingConfig(temperature=0), max_new_tokens=16)
     for drafter in switches:
-        shelf.get(BUNDLED_TARGET, drafter)
-        print(f"after {drafter}: {resident_mib(psutil.Process()):,.0f} MiB", flush=True)
+        pair = shelf.get(BUNDLED_TARGET, drafter)
+        generate(pair, pair.encode_prompt("def add(a, b):", chat=False), settings)
+        print(f"after {drafter} and a run: {resident_mib(psutil.Process()):,.0f} MiB", flush=True)
     for name, size in shelf.resident_added.items():
         print(f"{name}: +{size / 2**20:,.1f} MiB")
     return 0
