@@ -165,8 +165,11 @@ def tree_acceptance_chart(rows: list[dict], single: float, title: str) -> go.Fig
                     marker={"color": [RULE_COLORS.get(row["rule"], THEORY_COLOR) for row in rows],
                             "opacity": shades[rank % len(shades)], "line": {"color": "white", "width": 1}},
                     hovertemplate=f"candidate {rank + 1} kept: %{{y:.3f}}<extra></extra>")
-    fig.add_hline(y=single, line_dash="dash", line_color=INK, line_width=2,
-                  annotation_text=f"one draft: Σ min(p, q) = {single:.2f}", annotation_position="top left")
+    # One draft's acceptance as a dashed line across the bars, named in the legend (a note on the plot
+    # would sit over the bars).
+    fig.add_scatter(x=names, y=[single] * len(names), mode="lines", hoverinfo="skip",
+                    line={"color": INK, "dash": "dash", "width": 2},
+                    name=f"one draft: Σ min(p, q) = {single:.2f}")  # fmt: skip
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="P(a candidate is kept)", range=[0, 1.08])
     return styled(fig, title, height=380)
