@@ -310,13 +310,20 @@ def replace_readme_block(text: str, block: str) -> str:
 # --- the model cards' model-index -----------------------------------------------------------------------
 
 def index_reports(reports: list[tuple[str, dict]], method: str) -> list[tuple[str, dict]]:
-    """The newest report per temperature with `method` on every held-out set (CPU runs), lowest T first."""
+    """Per temperature, the report with `method` on every held-out set (CPU runs) that ran the most
+    prompts a set, the newest of those: a short race does not replace a full run. Lowest T first."""
     chosen: dict[float, tuple[str, dict]] = {}
+
+    def prompts(report: dict) -> int:
+        return min(report["sets"][s].get("prompts", 0) for s in HELD_OUT)
+
     for name, report in reports:  # newest first
         if is_batch(report) or report.get("gpu") or not all(
                 method in report["sets"].get(s, {}).get("methods", {}) for s in HELD_OUT):
             continue
-        chosen.setdefault(float(report.get("temperature", 0.0)), (name, report))
+        temperature = float(report.get("temperature", 0.0))
+        if temperature not in chosen or prompts(report) > prompts(chosen[temperature][1]):
+            chosen[temperature] = (name, report)
     return [chosen[t] for t in sorted(chosen)]
 
 

@@ -19,7 +19,8 @@ DOCS = sorted((ROOT / "docs").rglob("*.md"))
 CARDS = sorted(ROOT.glob("assets/*/README.md"))
 REPORTS = ROOT / "docs" / "benchmarks"
 MODEL_CARDS = {ROOT / "assets" / "draft" / "README.md": "draft model, adaptive",
-               ROOT / "assets" / "feature_head" / "README.md": "feature head, adaptive"}
+               ROOT / "assets" / "feature_head" / "README.md": "feature head, adaptive",
+               ROOT / "assets" / "exit_adapter" / "README.md": "exit adapter, adaptive"}
 MODEL_KEYS = {"license", "base_model", "datasets", "language", "pipeline_tag", "library_name", "tags",
               "model-index"}
 DATA_KEYS = {"pretty_name", "license", "language", "size_categories", "task_categories", "tags"}
