@@ -25,6 +25,6 @@ def test_the_tree_rules_are_judged_exactly_and_sampled(tiny_pair_dirs):
     assert exact["without replacement (recursive rejection)"] < 1e-6
     assert exact["with replacement (SpecInfer)"] < 1e-6
     assert all(0 <= float(r["one kept"]) <= 1 and 0 <= float(r["exactly"]) <= 1 for r in rows)
-    assert len(at.get("plotly_chart")) == 2  # acceptance by rank beside one draft's; each rule's exact law against p
+    assert len(at.get("plotly_chart")) == 2  # acceptance by rank beside one draft's; each rule's exact law
     assert "One draft here keeps" in "\n".join(m.value for m in at.markdown) + "\n".join(
         c.value for c in at.caption)
