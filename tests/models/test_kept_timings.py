@@ -144,3 +144,20 @@ def test_a_load_time_is_kept_for_the_next_start_estimate(timings):
     kept_timings.note_load_seconds("target drafter", 3.14)
     assert kept_timings.load_seconds("target drafter") == 3.1
     assert kept_timings.load_seconds("target other") is None
+
+
+def test_the_kernels_hash_follows_their_code_not_their_comments(tmp_path, monkeypatch):
+    """A changed comment or docstring keeps every machine's timings; a changed line of code does not."""
+    from specdec.kernels import kept_timings
+
+    kernel = tmp_path / "matmul.py"
+    monkeypatch.setattr(kept_timings, "KERNELS", tmp_path)
+    version = kept_timings._kernels_version.__wrapped__
+
+    kernel.write_text('"""Rows or columns."""\n\ndef cost(n):\n    return 2 * n  # measured\n')
+    first = version()
+    kernel.write_text('"""Rows, columns or packed."""\n\ndef cost(n):\n    # why: the pass\n'
+                      '    return 2 * n\n')
+    assert version() == first
+    kernel.write_text('"""Rows or columns."""\n\ndef cost(n):\n    return 3 * n  # measured\n')
+    assert version() != first
