@@ -7,10 +7,10 @@ import streamlit as st
 from app_pages import ui
 from specdec.errors import SpecDecError
 from specdec.measure import batching
-from specdec.views import charts
 from specdec.measure.timing import device_name
 from specdec.models.batch_runs import check_batchable
 from specdec.models.pair import ModelPair
+from specdec.views import charts
 
 PROMPT_SET = "code"  # the held-out code set bench decodes: where speculation pays most for one row
 

@@ -9,10 +9,10 @@ from app_pages import class_poll, ui
 from app_pages.words import drafter_words
 from specdec.config import Settings
 from specdec.errors import SpecDecError
-from specdec.views import charts, class_questions, prompt_kinds
 from specdec.measure import timing
 from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
+from specdec.views import charts, class_questions, prompt_kinds
 
 SETS_DIR = ASSETS / "prompt_sets"
 # Code and prose first: the runs go round robin over the kinds, so the page's own question has both

@@ -9,11 +9,11 @@ from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import SPECULATIVE, SamplingConfig
 from specdec.errors import SpecDecError
-from specdec.views import charts, class_questions, numbers
 from specdec.measure import guarantee
 from specdec.measure.stats import chi_square_two_sample, tv_distance
-from specdec.views.tokens import token_label
 from specdec.models.pair import ModelPair
+from specdec.views import charts, class_questions, numbers
+from specdec.views.tokens import token_label
 
 TOY_DEFAULT = [
     {"token": "the", "p (target)": 0.40, "q (draft)": 0.60},

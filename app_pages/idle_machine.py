@@ -3,9 +3,9 @@
 import streamlit as st
 
 from app_pages import ui
-from specdec.views import charts, draft_length
 from specdec.measure import timing
 from specdec.models.pair import ModelPair
+from specdec.views import charts, draft_length
 
 SIZES = (1, 2, 3, 4, 5, 8, 16, 32)  # 2 to 5: the passes of γ = 1 to 4; γ 5 to 7 are read off 8
 LEAN = "lean (bench, races)"

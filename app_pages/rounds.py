@@ -12,8 +12,8 @@ from specdec.core.acceptance import RULES
 from specdec.errors import SpecDecError
 from specdec.views import charts, class_questions, kvcache, playback
 from specdec.views.charts.style import spec_for_projector
-from specdec.views.stepper import Stepper
 from specdec.views.playback import ALL, SPEEDS
+from specdec.views.stepper import Stepper
 from specdec.views.tokens import prose_and_code
 
 ui.init_state()  # app.py did this already; repeated so the page also runs on its own (AppTest)

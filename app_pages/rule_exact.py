@@ -10,9 +10,9 @@ from specdec.config import TOP_CHOICE
 from specdec.core.acceptance import RULES
 from specdec.core.output_law import REPLACEMENT_WORDS
 from specdec.errors import SpecDecError
-from specdec.views import charts, numbers
 from specdec.measure import exact, rules
 from specdec.measure.rule_expression import MAX_CHARS, PRESETS
+from specdec.views import charts, numbers
 
 ON_REJECT = REPLACEMENT_WORDS  # what the page calls each replacement
 # One click each: the four built-in rules, then the rules students ask about.

@@ -9,9 +9,9 @@ from app_pages.words import drafter_words
 from specdec.config import RULE_NAMES, SamplingConfig, Settings
 from specdec.core.acceptance import RULES, TYPICAL_DELTA, TYPICAL_EPSILON
 from specdec.errors import SpecDecError
-from specdec.views import charts, class_questions, numbers
 from specdec.measure import exact, rules
 from specdec.models.pair import ModelPair
+from specdec.views import charts, class_questions, numbers
 
 # A quick default run, with the time left shown as it runs: enough samples at the first ready prompt to
 # catch Medusa's rule, keep both lossless rules inside the noise band, and say why the top choice's

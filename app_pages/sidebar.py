@@ -26,12 +26,12 @@ from specdec.config import (
 from specdec.core.acceptance import RULES
 from specdec.core.output_law import REPLACEMENTS, RESIDUAL
 from specdec.errors import SpecDecError
-from specdec.views.links import read_link
-from specdec.views.quiz import COUNT, TICK
 from specdec.models.feature_head_files import shipped_head_exists
 from specdec.models.loading import shipped_draft_exists
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, default_drafter
 from specdec.paths import ASSETS, BUNDLED_DRAFT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.views.links import read_link
+from specdec.views.quiz import COUNT, TICK
 
 READY_PROMPTS_FILE = ASSETS / "ready_prompts.json"
 

@@ -6,9 +6,9 @@ from app_pages import tree_race, ui
 from app_pages.student import md_escape
 from app_pages.words import drafter_words
 from specdec.config import Settings
-from specdec.views import charts
 from specdec.measure import timing
 from specdec.models.pair import ModelPair
+from specdec.views import charts
 
 REDRAW_EVERY = 6  # passes between chart redraws while racing (text streams on every pass)
 SWEEP_GAMMAS = range(1, 9)

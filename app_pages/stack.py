@@ -7,6 +7,7 @@ import streamlit as st
 from app_pages import ui
 from specdec.errors import SpecDecError
 from specdec.measure import stack
+from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 from specdec.views.engine_words import (
     engine_counts,
     llamacpp_lines,
@@ -15,7 +16,6 @@ from specdec.views.engine_words import (
     trap_questions,
     vllm_line,
 )
-from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
 
 NOT_RUN_HERE = "Not run here: this server has no GPU and neither engine installed."
 

@@ -49,6 +49,8 @@ from specdec.models.feature_head_files import HEAD_TOKENS, SHIPPED_HEAD  # noqa:
 from specdec.models.loading import load_model  # noqa: E402
 from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS  # noqa: E402
 from specdec.training.campaign import ANSWERS_PATTERN, campaign_answers_folder, load_answers  # noqa: E402
+from specdec.training.features import target_layer_features  # noqa: E402
+from specdec.training.train_draft import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
 from specdec.training.train_feature_head import (  # noqa: E402
     FeatureExample,
     campaign_feature_examples,
@@ -58,8 +60,6 @@ from specdec.training.train_feature_head import (  # noqa: E402
     make_batch,
     saved_head,
 )
-from specdec.training.features import target_layer_features  # noqa: E402
-from specdec.training.train_draft import draw_batch, draw_weights, learning_rate_factor, warmed_up  # noqa: E402
 
 # arm -> decoder layers added
 ARMS = {"last layer": 0, "+ layers": 0, "+ a decoder layer": 1, "greedy answers": 0}

@@ -132,7 +132,8 @@ class Settings:
     def __post_init__(self) -> None:
         tree_nodes(self.tree)  # refuses a bad value in one line
         if self.tree_rule not in TREE_RULE_NAMES:
-            raise SpecDecError(f"tree-rule must be one of {', '.join(TREE_RULE_NAMES)}, got {self.tree_rule!r}")
+            names = ", ".join(TREE_RULE_NAMES)
+            raise SpecDecError(f"tree-rule must be one of {names}, got {self.tree_rule!r}")
         if self.rule not in RULE_NAMES:
             raise SpecDecError(f"rule must be one of {', '.join(RULE_NAMES)}, got {self.rule!r}")
         _finite("draft-threshold", self.draft_threshold)

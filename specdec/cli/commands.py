@@ -23,11 +23,11 @@ from specdec.cli.bench_report import format_batch_table, format_bench_table
 from specdec.clock import now
 from specdec.config import LOSSY_RULES, DraftTrainingConfig, ExitTrainingConfig, HeadTrainingConfig
 from specdec.errors import SpecDecError
-from specdec.views.engine_words import engine_summary
 from specdec.models.pair import ModelPair
 from specdec.models.runs import generate
 from specdec.models.startup import StartupSplit, first_token_seconds, load_timed
 from specdec.paths import BUNDLED_TARGET, HELD_OUT_PROMPT_SETS
+from specdec.views.engine_words import engine_summary
 
 
 def load_pair(args: argparse.Namespace) -> ModelPair:

@@ -22,9 +22,9 @@ from specdec.core.output_law import REPLACEMENT_WORDS, acceptance, output_law, r
 from specdec.core.rounds import draft_thresholds
 from specdec.core.sampling import sample, warp_probs
 from specdec.errors import SpecDecError
-from specdec.serving.lock import MODEL_LOCK
 from specdec.measure.rule_expression import PRESETS, RuleExpression, check_replacement, parse_rule
 from specdec.models.runs import RunModels
+from specdec.serving.lock import MODEL_LOCK
 
 YOURS = "yours"  # the name a student's rule goes by in a trial
 LOSSLESS_TV = 1e-9  # an exact TV below this is float rounding: the law is p

@@ -13,9 +13,9 @@ from specdec.config import SPECULATIVE
 from specdec.core.rounds import prefill
 from specdec.core.sampling import warp_probs
 from specdec.errors import SpecDecError
-from specdec.serving.lock import MODEL_LOCK
 from specdec.measure.stats import chi_square_two_sample, tv_distance, tv_noise_band
 from specdec.measure.timing import race, timed_run
+from specdec.serving.lock import MODEL_LOCK
 
 # The page's prompt: it ends in a repeat (" red,"), so an n-gram drafter proposes what followed it, and
 # the next colour is open.

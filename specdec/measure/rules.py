@@ -39,12 +39,12 @@ from specdec.measure.exact import (
     position_of,
     rule_named,
 )
-from specdec.serving.lock import MODEL_LOCK, locked_steps
 from specdec.measure.stats import chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
 from specdec.measure.timing import timed_run
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
 from specdec.paths import ASSETS
+from specdec.serving.lock import MODEL_LOCK, locked_steps
 
 SWEEP_TEMPERATURES = (0.0, 0.3, 0.6, 1.0, 1.5)
 SWEEP_SETS = (ASSETS / "prompts" / "code.json", ASSETS / "prompts" / "prose.json")

@@ -17,13 +17,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 from specdec.clock import now
 from specdec.config import Settings
 from specdec.errors import SpecDecError, first_line
-from specdec.serving.lock import MODEL_LOCK, held
 from specdec.measure.timing import TimedRun, timed_run, warm_up
 from specdec.models.export import GGUF_NAME, exported_draft_folder
 from specdec.models.feature_head_files import is_head
 from specdec.models.loading import BUNDLED_GGUF_FILE, resolve_model_path, tokenizer_mismatch
 from specdec.models.pair import LOOKUP_FIRST, NGRAM, ModelPair
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_TARGET
+from specdec.serving.lock import MODEL_LOCK, held
 
 PROMPT_LOOKUP = "prompt lookup"  # transformers' own n-gram drafter (prompt_lookup_num_tokens)
 # transformers 5.24's assisted generation calls the assistant's generate() with a GenerationConfig and,

@@ -23,9 +23,9 @@ from specdec.core.metrics import RunMetrics, SpeedupTheory, speedup_theory, summ
 from specdec.core.records import RoundTrace
 from specdec.core.rounds import PREFILL
 from specdec.errors import SpecDecError
-from specdec.serving.lock import MODEL_LOCK, locked_steps
 from specdec.models.pair import ModelPair
 from specdec.models.runs import rounds, target_steps
+from specdec.serving.lock import MODEL_LOCK, locked_steps
 
 SPECULATIVE, TARGET = "speculative", "target only"
 
@@ -226,8 +226,9 @@ def saved_results(pair: ModelPair, settings: Settings, chat: bool, rows: list[di
     """A prompt-set run as the page saves it (JSON), to be reloaded and checked by check_saved_results."""
     sampling = settings.sampling
     return {"target": pair.target.name, "drafter": pair.drafter_name,
-            "settings": {"gamma": settings.gamma, "temperature": sampling.temperature, "top_k": sampling.top_k,
-                         "top_p": sampling.top_p, "max_new_tokens": settings.max_new_tokens, "chat": chat},
+            "settings": {"gamma": settings.gamma, "temperature": sampling.temperature,
+                         "top_k": sampling.top_k, "top_p": sampling.top_p,
+                         "max_new_tokens": settings.max_new_tokens, "chat": chat},
             "rows": rows}
 
 

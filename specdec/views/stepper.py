@@ -20,11 +20,11 @@ from specdec.config import ServerLimits, Settings
 from specdec.core.metrics import summarize
 from specdec.core.records import RoundTrace
 from specdec.errors import SpecDecError, is_out_of_memory, out_of_memory_message
-from specdec.serving.lock import MODEL_LOCK, ModelLock, held, locked_steps
-from specdec.views.tokens import token_label
 from specdec.models.loading import free_device_memory
 from specdec.models.pair import ModelPair
 from specdec.models.runs import RunModels, rounds
+from specdec.serving.lock import MODEL_LOCK, ModelLock, held, locked_steps
+from specdec.views.tokens import token_label
 
 # Where an emitted token came from (the output line is coloured by this).
 ACCEPTED, RESAMPLED, BONUS = "accepted", "resampled", "bonus"

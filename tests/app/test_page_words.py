@@ -44,7 +44,8 @@ def long_sentences(texts: list[str]) -> list[str]:
         for sentence in re.split(r"(?<=[.!?])\s+|\n+", plain(text)):
             words = re.findall(r"[\w’'-]+", sentence)
             if len(words) > MAX_WORDS:
-                found.append(f"{len(words)} words: {sentence.strip()[:90]}…" if not FULL else sentence.strip())
+                shown = sentence.strip() if FULL else f"{sentence.strip()[:90]}…"
+                found.append(f"{len(words)} words: {shown}")
     return found
 
 

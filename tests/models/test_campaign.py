@@ -254,8 +254,10 @@ def test_a_draft_trains_on_sampled_answers_with_greedy_ones_beside_them(chat_tar
     for greedy, (answers_dir, features_dir) in folders.items():
         run_campaign(chat_target, answers_dir, features_dir, total_answers=4, batch=2, max_new_tokens=8,
                      greedy=bool(greedy))
-    monkeypatch.setattr(draft_training, "campaign_answers_folder", lambda greedy=False: folders[int(greedy)][0])
-    monkeypatch.setattr(draft_training, "campaign_features_folder", lambda greedy=False: folders[int(greedy)][1])
+    monkeypatch.setattr(draft_training, "campaign_answers_folder",
+                        lambda greedy=False: folders[int(greedy)][0])
+    monkeypatch.setattr(draft_training, "campaign_features_folder",
+                        lambda greedy=False: folders[int(greedy)][1])
     config = DraftTrainingConfig(layers=1, campaign=True, answers=3, greedy_answers=2, loss="tvd",
                                  stdlib_blocks=0, batch_size=2, max_steps=2, eval_every=2, eval_tokens=3)
     card = train_draft(chat_target, tmp_path / "work", tmp_path / "draft", config, log=lambda _: None,

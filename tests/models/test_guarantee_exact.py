@@ -4,9 +4,9 @@ shows its texts as they grow: on the tiny pair, and on hand-built shares."""
 import pytest
 
 from specdec.config import SamplingConfig, Settings
-from specdec.views import charts
 from specdec.measure import guarantee
 from specdec.measure.stats import wilson_interval
+from specdec.views import charts
 
 
 @pytest.mark.parametrize("num_tokens", [1, 2])

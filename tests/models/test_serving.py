@@ -7,10 +7,10 @@ import time
 import pytest
 
 from specdec.errors import SpecDecError
-from specdec.views.links import read_link
-from specdec.serving.lock import ModelLock, locked_steps
-from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
 from specdec.paths import BUNDLED_DRAFT, BUNDLED_EXIT, BUNDLED_HEAD, BUNDLED_TARGET
+from specdec.serving.allowed_models import LoadFailures, PairShelf, allowed_models, check_allowed
+from specdec.serving.lock import ModelLock, locked_steps
+from specdec.views.links import read_link
 
 DEFAULTS = {"gamma": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "chat": True, "target": "t"}
 RANGES = {"gamma": (1, 8), "temperature": (0.0, 2.0), "top_p": (0.05, 1.0), "max_new_tokens": (1, 256)}

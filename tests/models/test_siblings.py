@@ -16,6 +16,7 @@ from specdec.core.rounds import prefill, speculative_rounds, target_only_steps
 from specdec.core.siblings import SIBLING_FLOOR, Siblings, choose_siblings
 from specdec.errors import SpecDecError
 from specdec.views import kvcache
+
 PROMPT = [5, 17, 42, 8, 99, 3]
 GREEDY = SamplingConfig(temperature=0)
 

@@ -3,9 +3,8 @@
 import pytest
 
 from specdec.measure import batching
-
-from specdec.views import charts
 from specdec.measure.batching import BatchPoint
+from specdec.views import charts
 
 
 def point(batch_size, target_tps, spec_tps, **extra):

@@ -1,4 +1,5 @@
-"""Round by round's playback as plain state: a click or a beat moves it as the lesson needs, without Streamlit."""
+"""Round by round's playback as plain state: a click or a beat moves it as the lesson needs, without
+Streamlit."""
 
 import pytest
 
@@ -39,7 +40,8 @@ def test_back_goes_a_stage_back_then_a_round_back_at_its_end():
     assert playback.back(state, round_shown=True) and state["stage"] == LAST_STAGE
 
 
-@pytest.mark.parametrize(("animate", "stage", "animating", "revealed"), [(True, 1, True, 1), (False, 5, False, ALL)])
+@pytest.mark.parametrize(("animate", "stage", "animating", "revealed"),
+                         [(True, 1, True, 1), (False, 5, False, ALL)])
 def test_a_new_round_animates_only_when_asked(animate, stage, animating, revealed):
     state = fresh(stage_per_click=False, animate_stages=animate)
     playback.new_round(state)
@@ -64,7 +66,8 @@ def test_beats_reveal_drafts_then_stages_then_ask_for_a_round_only_while_playing
     assert playback.timer_interval(state) is None  # not playing: the timer stops
     playback.toggle_play(state)
     assert playback.tick(state, drafts_shown_round=3, waits_for_answer=False) == NEXT_ROUND
-    assert playback.tick(state, drafts_shown_round=3, waits_for_answer=True) is None  # a student answers first
+    # A student answers first: the beat asks for no round.
+    assert playback.tick(state, drafts_shown_round=3, waits_for_answer=True) is None
     assert playback.timer_interval(state) == playback.SPEEDS["normal"]  # playing: the beats go on
 
 

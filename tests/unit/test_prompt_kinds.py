@@ -3,6 +3,8 @@
 import pytest
 
 from specdec.views import prompt_kinds
+
+
 def _kind(category: str, acceptance: float, speedup: float) -> dict:
     return {"category": category, "acceptance_rate": acceptance, "tokens_per_pass": 1 + 2 * acceptance,
             "speedup": speedup}

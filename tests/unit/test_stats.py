@@ -9,7 +9,13 @@ import pytest
 from specdec.core.metrics import expected_speedup, expected_tokens_per_pass
 from specdec.errors import SpecDecError
 from specdec.measure.guarantee import toy_rule
-from specdec.measure.stats import chi_square_sf, chi_square_two_sample, tv_distance, tv_noise_band, tv_noise_floor
+from specdec.measure.stats import (
+    chi_square_sf,
+    chi_square_two_sample,
+    tv_distance,
+    tv_noise_band,
+    tv_noise_floor,
+)
 
 
 def test_tv_distance_by_hand():

@@ -6,8 +6,8 @@ import pytest
 from specdec.config import SAMPLE_COMPARE, SPECULATIVE, TOP_CHOICE, TYPICAL, Settings
 from specdec.core.acceptance import RULES
 from specdec.measure import exact
-from specdec.views.numbers import figure, p_value
 from specdec.measure.rules import RuleTally, Trial
+from specdec.views.numbers import figure, p_value
 
 # The top choice's exact TV here is small: q puts 0.3 on p's top token, which p is nearly sure of.
 POSITION = exact._toy([0.9, 0.05, 0.03, 0.02], [0.3, 0.3, 0.2, 0.2])

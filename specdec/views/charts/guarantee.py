@@ -6,6 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
+from specdec.measure.stats import wilson_interval
 from specdec.views.charts.style import (
     P_COLOR,
     PLAIN_COLOR,
@@ -15,7 +16,6 @@ from specdec.views.charts.style import (
     styled,
     token_names,
 )
-from specdec.measure.stats import wilson_interval
 
 
 def toy_chart(

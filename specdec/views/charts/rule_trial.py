@@ -7,7 +7,15 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec.views.charts.style import INK, LANE_COLORS, PLAIN_COLOR, THEORY_COLOR, narrow, styled, token_names
+from specdec.views.charts.style import (
+    INK,
+    LANE_COLORS,
+    PLAIN_COLOR,
+    THEORY_COLOR,
+    narrow,
+    styled,
+    token_names,
+)
 
 RULE_COLORS = {"speculative": "#2e7d32", "top-choice": "#c62828", "sample-compare": "#1e88e5",
                "typical": "#ef6c00",
