@@ -164,7 +164,7 @@ def test_greedy_early_exit_equals_the_bundled_target(bundled_pair, drafter):
     plain = generate(pair, prompt, settings, speculative=False).token_ids
     result = generate(pair, prompt, settings)
     assert result.token_ids == plain
-    assert sum(t.num_drafted for t in result.traces) > 0
+    assert sum(t.num_drafted for t in result.rounds) > 0
     if drafter.startswith("bundled:"):  # the shipped adapter guesses well enough to be kept often
-        assert sum(t.num_accepted for t in result.traces) > sum(t.num_drafted for t in result.traces) / 2
+        assert sum(t.num_accepted for t in result.rounds) > sum(t.num_drafted for t in result.rounds) / 2
         assert pair.exit.adapter is not None and pair.exit.layers == 4
