@@ -43,8 +43,8 @@ EARLY_EXIT_WORDS = (
 EXIT_ADAPTER_WORDS = (
     "Untrained (`early:L`, the *early exit* lane above), layer L's state is not what the output head was "
     "trained to read, and the guesses are poor. **Kangaroo** (Liu et al. 2024) puts a small trained "
-    "adapter between layer L and the head. Here it is one decoder layer, trained on a 2-core CPU: the "
-    "*exit adapter* lane."
+    "adapter between layer L and the head. Here it is two decoder layers that start as the draft's, "
+    "trained on a 2-core CPU: the *exit adapter* lane."
 )
 OTHER_WAYS = """
 - **Self-speculation: Medusa** (Cai et al. 2024) adds a few extra heads to the target itself; head *i*

@@ -4,7 +4,8 @@ A draft model is a second network, with weights and a KV cache of its own. An ea
 cut short: a token goes through the target's first L layers only, then the target's own final norm and
 output head turn that shallow hidden state into q. No second model to host.
 
-    token -> layers 1..L (the target's) -> [adapter] -> final norm (the target's) -> output head -> q
+    token -> layers 1..L (the target's) -> final norm (the target's) -> output head -> q      (early:L)
+                                        -> adapter (layers and a norm of its own) -> output head -> q
                     \\-> layers L+1..N (the target's, at verification only) -> norm -> head -> p
 
 The shallow layers were never taught to be read by the output head, so the untrained exit (`early:L`)
