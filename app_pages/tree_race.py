@@ -23,10 +23,10 @@ def tree_section(pair, prompt_ids: list[int], settings) -> None:
     st.subheader("A tree of drafts against the chain")
     tree = tree_race.tree_settings(settings).tree
     st.markdown(
-        "A **tree** offers several guesses per position, all checked in the same target pass (each branch "
-        "sees only its own ancestors), and keeps at most one per position, exactly as the chain's rule "
-        f"would. It costs a wider pass. The race: the tree ({tree}), the chain, and the target alone, on "
-        "this prompt and these settings."
+        "A **tree** offers several guesses per position, all checked in the same target pass. Each "
+        "branch sees only its own ancestors. At most one guess per position is kept, exactly as the "
+        f"chain's rule would keep it. It costs a wider pass. The race: the tree ({tree}), the chain, and "
+        "the target alone, on this prompt and these settings."
     )
     key = (pair.target.name, pair.drafter_name, tuple(prompt_ids), settings)
     results = st.session_state.setdefault("_sp_tree", {})

@@ -44,12 +44,12 @@ logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantCallW
 # Which engines run an early exit (the target's own first layers drafting), as their sources and docs say.
 EARLY_EXIT_ENGINES = (
     "**Early exit in other engines.** transformers runs it: `model.generate(..., "
-    "assistant_early_exit=L)` drafts with the model's own first L layers and its output head "
-    "(its EarlyExitCandidateGenerator runs the same model with its layer count set to L while it "
-    "drafts), with no adapter, so it pays only with a checkpoint trained for its early layers to be read "
-    "by the head, such as LayerSkip's (`facebook/layerskip-llama3.2-1B`). vLLM's documented speculation "
-    "methods (EAGLE, MTP, a draft model, parallel drafts, MLP speculators, n-gram, suffix decoding) include "
-    "no early exit, and llama.cpp drafts with a separate draft model or n-gram lookup only."
+    "assistant_early_exit=L)` drafts with the model's own first L layers and its output head. Its "
+    "EarlyExitCandidateGenerator runs the same model with its layer count set to L while it drafts, "
+    "with no adapter. So it pays only with a checkpoint trained for its early layers to be read by the "
+    "head, such as LayerSkip's (`facebook/layerskip-llama3.2-1B`). vLLM documents EAGLE, MTP, a draft "
+    "model, parallel drafts, MLP speculators, n-gram and suffix decoding: no early exit. llama.cpp "
+    "drafts with a separate draft model or n-gram lookup only."
 )
 
 

@@ -1,6 +1,7 @@
 """What the pages show of the early exit: the picture of the target's layers, which engines run it, which
 links may ask for it, and the server's measured memory per load (no model loaded here)."""
 
+import mmap
 from types import SimpleNamespace
 
 import pytest
@@ -40,7 +41,9 @@ def test_the_shelf_keeps_what_each_load_added_to_resident_memory():
     class Pair(SimpleNamespace):
         def with_drafter(self, drafter):
             first = drafter.endswith("big") and not ballast  # loaded once, behind lookup or alone
-            ballast.append(bytearray(40 * 2**20) if first else bytearray())  # a load of 40 MiB, or none
+            # A load of 40 MiB, or none: fresh pages from the kernel (mmap), not memory the allocator
+            # kept from earlier tests in this process, which is resident already and would add nothing.
+            ballast.append(mmap.mmap(-1, 40 * 2**20) if first else bytearray())
             for page in range(0, len(ballast[-1]), 4096):  # touched, so it is resident
                 ballast[-1][page] = 1
             return Pair(target=self.target, drafter=drafter)
