@@ -17,6 +17,7 @@ from browser_driver import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
+    small_texts,
     step,
     streamlit_server,
     unfold_inputs,
@@ -118,45 +119,6 @@ def test_no_label_is_cut_off_on_any_page(tiny_pair_dirs):
                 assert "presenter=True" in page.url
             page.close()
     assert not found, found
-
-
-# Every visible text in the main area, with the font size it is drawn at: HTML elements with text of
-# their own, and the charts' SVG text (Plotly's ticks, legends and titles).
-SMALL_TEXT = """(limit) => {
-    const small = [];
-    let seen = 0;
-    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
-    for (const box of main.querySelectorAll('*')) {
-        const own = [...box.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-        if (!own || !box.getClientRects().length) continue;
-        if (box.closest('[data-testid="stIconMaterial"], [translate="no"]')) continue;  // an icon, not text
-        const style = getComputedStyle(box);
-        if (style.visibility === 'hidden' || style.display === 'none' || box.closest('[hidden]')) continue;
-        const rect = box.getBoundingClientRect();
-        if (rect.width === 0 || rect.height === 0) continue;
-        seen += 1;
-        // SVG text is drawn scaled (a graph fitted to its column): its size on screen is what counts.
-        const m = box instanceof SVGElement ? box.getScreenCTM() : null;
-        const scale = m ? Math.hypot(m.a, m.b) : 1;  // rotated text (an axis title) too
-        const size = Math.round(parseFloat(style.fontSize) * scale * 10) / 10;
-        const text = box.textContent.trim().slice(0, 40);
-        if (size < limit - 0.5) small.push(`${box.tagName.toLowerCase()} ${size}px: ${text}`);
-    }
-    // A data grid draws its text (14 px) on a canvas: what counts is the zoom it is drawn at.
-    for (const grid of main.querySelectorAll('[data-testid="stDataFrame"]')) {
-        if (!grid.getClientRects().length) continue;
-        seen += 1;
-        const size = 14 * (parseFloat(getComputedStyle(grid).zoom) || 1);
-        if (size < limit - 0.5) small.push(`grid ${size}px: ${grid.innerText.trim().slice(0, 40)}`);
-    }
-    return {small, seen};
-}"""
-
-
-def small_texts(page, limit: float = 20) -> list[str]:
-    found = page.evaluate(SMALL_TEXT, limit)
-    assert found["seen"] > 3, found
-    return found["small"]
 
 
 def test_presenter_mode_draws_no_text_under_20_px(tiny_pair_dirs):

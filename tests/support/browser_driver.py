@@ -227,6 +227,13 @@ SMALL_TEXT = """(limit) => {
         const text = box.textContent.trim().slice(0, 40);
         if (size < limit - 0.5) small.push(`${box.tagName.toLowerCase()} ${size}px: ${text}`);
     }
+    // A data grid draws its text (14 px) on a canvas: what counts is the zoom it is drawn at.
+    for (const grid of main.querySelectorAll('[data-testid="stDataFrame"]')) {
+        if (!grid.getClientRects().length) continue;
+        seen += 1;
+        const size = 14 * (parseFloat(getComputedStyle(grid).zoom) || 1);
+        if (size < limit - 0.5) small.push(`grid ${size}px: ${grid.innerText.trim().slice(0, 40)}`);
+    }
     return {small, seen};
 }"""
 
