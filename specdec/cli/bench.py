@@ -48,16 +48,19 @@ class Method:
     draft_threshold: float | None = None
     price_drafts: bool | None = None  # False: drafts priced as if short passes were free
     siblings: bool | None = None  # second choices beside the drafts (core.siblings) or chains only
+    tree: str | None = None  # a tree of drafts per round (Settings.tree: off, auto or N nodes)
 
     @property
     def length_note(self) -> str:
         """", γ 3, threshold 0.1" for a row with a draft length of its own (", passes free" where its
         drafts are not priced by the passes, ", second choices" or ", chains only" where it sets whether
-        the draft's second choices join the pass); "" at the run's settings."""
+        the draft's second choices join the pass, ", tree auto" where it sets Settings.tree); "" at the
+        run's settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
         note += ", passes free" if self.price_drafts is False else ""
-        return note + {None: "", True: ", second choices", False: ", chains only"}[self.siblings]
+        note += {None: "", True: ", second choices", False: ", chains only"}[self.siblings]
+        return note + ("" if self.tree is None else f", tree {self.tree}")
 
     @property
     def name(self) -> str:
@@ -72,7 +75,7 @@ class Method:
     def settings(self, run: Settings) -> Settings:
         """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
         own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold,
-               "price_drafts": self.price_drafts, "siblings": self.siblings}
+               "price_drafts": self.price_drafts, "siblings": self.siblings, "tree": self.tree}
         return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
@@ -114,9 +117,11 @@ def _named(drafter: str, drafters: list[str]) -> bool:
     return drafter != NGRAM and model not in bundled and is_head(model) in bundled_kinds
 
 
-def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = ()) -> list[Method]:
-    """Target-only, then each drafter at the run's one draft length, and at each of `lengths` ((γ,
-    draft threshold, priced, siblings), --race-lengths): a shorter race between a few."""
+def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = (),
+                 trees: list[str] = ()) -> list[Method]:
+    """Target-only, then each drafter at the run's one draft length, at each of `lengths` ((γ, draft
+    threshold, priced, siblings), --race-lengths) and with each of `trees` (Settings.tree, --race-trees):
+    a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
@@ -124,6 +129,9 @@ def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] 
         for gamma, threshold, priced, siblings in [(None, None, None, None), *lengths]:
             row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced,
                           siblings=siblings)
+            methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
+        for tree in trees:
+            row = replace(method, tree=tree)
             methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
     labels = [m.label for m in methods]
     if len(set(labels)) < len(labels):  # rows are kept by label: two alike would pool their runs
@@ -167,6 +175,17 @@ def parse_race_lengths(text: str) -> list[RaceLength]:
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)
     return lengths
+
+
+def parse_race_trees(text: str) -> list[str]:
+    """"off,auto,8" -> ["off", "auto", "8"]: Settings.tree values a race runs each drafter with too;
+    SpecDecError on a value Settings would refuse, or on one named twice."""
+    trees = [word.strip().lower() for word in text.split(",")]
+    for tree in trees:
+        Settings(tree=tree)  # refuses a bad value in one line
+    if len(set(trees)) < len(trees):
+        raise SpecDecError(f"--race-trees names a tree twice: {text!r}")
+    return trees
 
 
 def default_method(methods: list[Method], drafter: str, adaptive: bool) -> str | None:
@@ -249,14 +268,16 @@ def run_bench_sets(
     log: TextIO | None = None,
     race: list[str] | None = None,
     race_lengths: list[RaceLength] = (),
+    race_trees: list[str] = (),
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
-    `race`: only these drafters, at the settings' draft length and at each of `race_lengths`. Every
+    `race`: only these drafters, at the settings' draft length, at each of `race_lengths` and with each
+    of `race_trees`. Every
     drafter is loaded once before the first timed run."""
     drafters = race or bench_drafters(pair)
     for drafter in drafters:  # load each drafter once: later switches between them load nothing
         pair = pair.with_drafter(drafter)
-    methods = (race_methods(drafters, settings.adaptive, race_lengths) if race
+    methods = (race_methods(drafters, settings.adaptive, race_lengths, race_trees) if race
                else bench_methods(drafters, with_hf))
     warmup_ids = pair.encode_prompt("Hello", chat, 8)
     for method in methods:  # first calls pay for lazy initialisation; keep that out of the numbers
@@ -321,6 +342,7 @@ def run_bench_sets(
                     "rounds": metrics.rounds,
                     "second_choices": metrics.second_choices,
                     "second_choices_kept": metrics.second_choices_kept,
+                    "tree_rounds": metrics.tree_rounds,
                 }
                 if method.hf_label() in rates:
                     row["over_hf_assisted"] = _rate(rates[method.label], rates[method.hf_label()])

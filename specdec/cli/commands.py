@@ -16,6 +16,7 @@ from specdec.cli.bench import (
     parse_batch_sizes,
     parse_race,
     parse_race_lengths,
+    parse_race_trees,
     run_batch_bench,
     run_bench_sets,
 )
@@ -152,13 +153,16 @@ def run_bench(args: argparse.Namespace) -> None:
     if args.race_lengths and not race:
         raise SpecDecError("--race-lengths needs --race: the drafters to run at those lengths")
     lengths = parse_race_lengths(args.race_lengths) if args.race_lengths else []
+    if args.race_trees and not race:
+        raise SpecDecError("--race-trees needs --race: the drafters to run with those trees")
+    trees = parse_race_trees(args.race_trees) if args.race_trees else []
     pair, startup = load_pair_timed(args)
     startup = startup.with_first_token(first_token_seconds(pair))
     if not args.json:
         print(startup.line(), file=sys.stderr)
     report = run_bench_sets(pair, prompt_sets, settings, args.chat, args.repeats,
                             with_hf=not args.no_hf, log=None if args.json else sys.stderr, race=race,
-                            race_lengths=lengths)
+                            race_lengths=lengths, race_trees=trees)
     report["startup"] = startup.to_dict()  # the race's drafters load later, inside run_bench_sets
     _print_report(report, args, format_bench_table)
 

@@ -9,6 +9,7 @@ from specdec.cli.bench import (
     default_method,
     parse_race,
     parse_race_lengths,
+    parse_race_trees,
     race_methods,
 )
 from specdec.cli.bench_report import measured_best
@@ -118,6 +119,20 @@ def test_a_race_length_makes_a_row_of_its_own_and_never_the_default_row():
     for bad in ("", "a", "3:x", "0", "3:1", "3:-0.1", "6:0.1:cheap", "6:0.1:free:x", "6::chain:chain"):
         with pytest.raises(SpecDecError):
             parse_race_lengths(bad)
+
+
+def test_a_raced_tree_makes_a_row_of_its_own_beside_its_chain():
+    methods = race_methods(["ngram+bundled:A"], adaptive=True, trees=parse_race_trees("off, AUTO,8"))
+    assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
+                                              "n-gram, then model, adaptive, tree off",
+                                              "n-gram, then model, adaptive, tree auto",
+                                              "n-gram, then model, adaptive, tree 8"]
+    own = Settings(tree="4")
+    assert [m.settings(own).tree for m in methods[1:]] == ["4", "off", "auto", "8"]
+    assert default_method(methods, "ngram+bundled:A", adaptive=True) == "n-gram, then model, adaptive"
+    for bad in ("", "wide", "auto,auto", "-1", "9999"):
+        with pytest.raises(SpecDecError):
+            parse_race_trees(bad)
 
 
 def test_a_race_is_the_target_alone_and_each_drafter_at_one_draft_length():

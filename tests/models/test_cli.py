@@ -190,6 +190,24 @@ def test_bench_race_lengths_run_each_drafter_at_its_own_draft_length_too(capsys,
         assert code == 2 and ("--race" in err or "gamma" in err or "threshold" in err), err
 
 
+def test_bench_race_trees_run_each_drafter_with_a_tree_beside_its_chain(capsys, tiny_pair_dirs, tmp_path):
+    prompt_set = tmp_path / "mini.json"
+    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
+                           tiny_pair_dirs["draft"], "--race-trees", "6", "--max-new-tokens", "12",
+                           "--temperature", "1", "--target-model", tiny_pair_dirs["target"])
+    assert code == 0
+    report = json.loads(out)
+    methods = report["sets"]["mini"]["methods"]
+    assert list(methods) == ["target only", "draft model, adaptive", "draft model, adaptive, tree 6"]
+    assert report["method_names"]["draft model, adaptive, tree 6"] == f"{tiny_pair_dirs['draft']}, adaptive, tree 6"
+    tree, chain = methods["draft model, adaptive, tree 6"], methods["draft model, adaptive"]
+    assert tree["tree_rounds"] == tree["rounds"] > 0 and chain["tree_rounds"] == 0  # the run's own: chains
+    for bad in (["--race-trees", "auto"], ["--race", "ngram", "--race-trees", "wide"]):
+        code, _, err = run_cli(capsys, "bench", *bad, "--target-model", tiny_pair_dirs["target"])
+        assert code == 2 and ("--race" in err or "tree" in err), err
+
+
 def test_bench_races_priced_drafts_against_passes_counted_free(capsys, tiny_pair_dirs, tmp_path, monkeypatch):
     """Where one more token costs the target's pass 8 plain steps no draft pays: the default (priced)
     drafts nothing, while its control with passes counted free drafts; the report says the costs."""
