@@ -79,7 +79,7 @@ def _menu_title(rule: str) -> str:
 
 
 def _tree_title(tree: str) -> str:
-    return {TREE_OFF: "off: one chain of drafts", TREE_AUTO: "auto: the shape measured best"}.get(
+    return {TREE_OFF: "off: one chain of drafts", TREE_AUTO: "auto: grown to fit each round"}.get(
         tree, f"{tree} drafted tokens")
 
 

@@ -45,7 +45,7 @@ Q_KEPT, TOP_K_AS_SAMPLED = "q-kept", "top-k-as-sampled"
 TREE_RULE_NAMES = (WITHOUT_REPLACEMENT, WITH_REPLACEMENT, Q_KEPT, TOP_K_AS_SAMPLED)
 LOSSY_TREE_RULES = (Q_KEPT, TOP_K_AS_SAMPLED)
 
-# Settings.tree: a chain, the shape measured best, or a tree of N drafted nodes.
+# Settings.tree: a chain, a tree each round grows to fit, or a tree of N drafted nodes.
 TREE_OFF, TREE_AUTO, MAX_TREE_NODES = "off", "auto", 64
 
 
@@ -123,8 +123,9 @@ class Settings:
                              "same target pass, where it lowers what the round's tokens cost (a tree of "
                              "drafts)")
     tree: str = setting(TREE_OFF, "verify a tree of drafts in one target pass, at any temperature: "
-                        "'off' (a chain), 'auto' (the shape measured best for this machine) or N (a tree of "
-                        "N drafted nodes, shaped by measured acceptance); a draft model drafts it")
+                        "'off' (a chain), 'auto' (each round grows its own from the draft's confidence, "
+                        "priced by this machine's passes) or N (a tree of N drafted nodes, shaped by "
+                        "measured acceptance); a draft model drafts it")
     tree_rule: str = setting(WITHOUT_REPLACEMENT, "how a tree's siblings are drawn and judged: "
                              "without-replacement (exact), with-replacement (exact, SpecInfer), q-kept and "
                              "top-k-as-sampled (both lossy)")

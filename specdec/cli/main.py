@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--race-lengths", help="with --race: each drafter also at these draft lengths, "
                        "as γ or γ:draft-threshold separated by commas (e.g. 3:0.1,5); γ:threshold:free "
                        "prices drafts as if short passes cost nothing (--no-price-drafts)")
-    bench.add_argument("--race-trees", help="with --race: each drafter also with these trees of drafts, "
-                       "as --tree takes them separated by commas (e.g. auto,8): a tree raced beside its chain")
+    bench.add_argument("--race-trees", help="with --race: each drafter also with these trees of drafts, as "
+                       "--tree takes them separated by commas (e.g. auto,8): a tree raced beside its chain")
     bench.add_argument("--output", type=Path, help="with --json: write the results to this file")
     bench.add_argument("--batch-sizes", help="instead: decode each set in batches of these sizes (e.g. "
                        "1,2,4,8,16), target-only and speculative with the same drafter (default set: code)")

@@ -1,11 +1,12 @@
 """Rounds that verify a tree of drafts: several candidates per position, one target pass, at any T.
 
 A round's tree has a fixed shape (`TreeShape`, chosen by core.tree_shape from measured acceptance
-and pass costs). Node 0 is the root, the context's last token; every other node is a drafted token.
+and pass costs), or grows to fit the round (`TreeBudget`, Settings.tree = auto: EAGLE-2's dynamic tree).
+Node 0 is the root, the context's last token; every other node is a drafted token.
 
-    1. Draft   level by level: at each node that has children in the shape, the draft's q there gives
-               candidates (drawn without replacement, Gumbel-top-k; at T = 0 q's top tokens), then the
-               new nodes that have children of their own go through the draft in one pass (tree attention)
+    1. Draft   level by level: at each node that has children, the draft's q there gives candidates
+               (drawn without replacement, Gumbel-top-k; at T = 0 q's top tokens), then the new nodes
+               that have children of their own go through the draft in one pass (tree attention)
     2. Verify  the root and every node in ONE target pass, each seeing only its ancestors: p at each node
     3. Judge   down from the root: the children of a node are judged in turn (core.tree_rule); the kept
                one becomes the next node; where none is kept the node emits the rule's token and the
@@ -19,6 +20,7 @@ settings' `tree = off` keeps.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +76,23 @@ class TreeShape:
 def chain_shape(length: int) -> TreeShape:
     """k drafts in a row: node i's parent is node i - 1."""
     return TreeShape(tuple(range(-1, length)))
+
+
+@dataclass(frozen=True)
+class TreeBudget:
+    """How a round grows its own tree (Settings.tree = auto): at most `nodes` drafted nodes in `depth`
+    levels, at most `width` candidates at a node, each joining where its chance pays for what it adds to
+    the round's cost (`grow_tree`)."""
+
+    nodes: int
+    depth: int
+    pass_costs: tuple[float, ...]  # a target pass over n tokens (index n - 1), in one-token passes
+    step_price: float  # a drafting step (one level of the tree), in the same unit
+    width: int = 4
+
+
+# A node must be at least this likely to be kept, even where the pass prices it at nothing (a GPU).
+NODE_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,68 @@ def draft_tree(draft: CachedModel, token_ids: list[int], shape: TreeShape, greed
         else:
             logits = draft.extend_tree([tokens[node] for node in to_feed], fed_parents)
         for node, row in zip(to_feed, warp_probs(logits, sampling).cpu(), strict=True):
+            draft_probs[node] = row
+    return DraftedTree(tokens, parents, draft_probs, fed)
+
+
+def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, greedy: bool, rule: TreeRule,
+              sampling, generator: torch.Generator) -> DraftedTree:
+    """Step 1, the tree grown to fit this round: level by level, the candidates likeliest to be kept join
+    while their chance pays for them (EAGLE-2 ranks a tree's nodes by the draft's confidence so).
+
+    A node's chance is its parent's times q's mass on its candidate, as core.drafters prices a chain's
+    drafts. It joins, likeliest first, where that beats what it adds to the round's cost (one more token
+    in the target's pass; the first node of a level also a drafting step) times the tokens the round
+    expects per unit of cost so far, and never below NODE_FLOOR. Whether the j-th candidate at a node
+    joins is decided from q's j-th largest probability, before it is drawn: a candidate kept only when
+    the token drawn was likely would no longer be a draw from q, and the rule would not be exact.
+    """
+    logits = draft.extend(token_ids[draft.cache_length :], keep_last=1)  # the root's q
+    tokens, parents, chances = [token_ids[-1]], [-1], [1.0]
+    draft_probs = {0: warp_probs(logits, sampling)[0].cpu()}
+    fed: list[int] = []
+    fed_index: dict[int, int] = {}
+    costs = budget.pass_costs
+    expected, cost = 1.0, costs[0]  # tokens per round and its cost: the pass over the root alone
+    frontier = [0]
+    for depth in range(1, budget.depth + 1):
+        offers = sorted(((chances[node] * float(value), node, rank) for node in frontier
+                         for rank, value in enumerate(draft_probs[node].topk(budget.width).values)),
+                        key=lambda offer: (-offer[0], offer[1], offer[2]))
+        counts: Counter[int] = Counter()
+        for chance, node, rank in offers:
+            size = len(tokens) + sum(counts.values())  # tokens in the pass before this one joins
+            if size > budget.nodes or rank != counts[node]:
+                break
+            added = costs[size] - costs[size - 1] + (budget.step_price if not counts and depth > 1 else 0.0)
+            if chance <= max(NODE_FLOOR, added * expected / cost):
+                break
+            counts[node] += 1
+            expected, cost = expected + chance, cost + added
+        level = []
+        for node in frontier:
+            if not counts[node]:
+                continue
+            q = draft_probs[node]
+            candidates = top_of(q, counts[node]) if greedy else rule.draw(q, counts[node], generator)
+            for token in candidates:
+                level.append(len(tokens))
+                tokens.append(token)
+                parents.append(node)
+                chances.append(chances[node] * float(q[token]))
+        # Only nodes whose children could still join are fed to the draft for their q.
+        frontier = [node for node in level if chances[node] > NODE_FLOOR]
+        if not frontier or depth == budget.depth or len(tokens) > budget.nodes:
+            break
+        for node in frontier:
+            fed_index[node] = len(fed)
+            fed.append(node)
+        fed_parents = [fed_index.get(parents[node], -1) for node in fed]
+        if len(frontier) == 1 and fed_parents[-1] == len(fed) - 2:  # a chain so far: a plain step
+            logits = draft.extend([tokens[frontier[0]]])
+        else:
+            logits = draft.extend_tree([tokens[node] for node in frontier], fed_parents)
+        for node, row in zip(frontier, warp_probs(logits, sampling).cpu(), strict=True):
             draft_probs[node] = row
     return DraftedTree(tokens, parents, draft_probs, fed)
 
@@ -244,12 +325,13 @@ def tree_round_trace(index: int, context_length: int, tree: DraftedTree, verdict
 
 
 def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], settings: Settings,
-                shape: TreeShape, generator: torch.Generator, stop_token_ids: Sequence[int] = frozenset(),
-                detail: bool = True, lookup: NgramDrafter | None = None) -> Iterator[RoundTrace]:
+                shape: TreeShape | TreeBudget, generator: torch.Generator,
+                stop_token_ids: Sequence[int] = frozenset(), detail: bool = True,
+                lookup: NgramDrafter | None = None) -> Iterator[RoundTrace]:
     """Speculative decoding with a tree of drafts per round, grown by the draft model `draft` (its
-    CachedModel) in `shape`; one RoundTrace per target pass, as core.rounds' chain yields them. With a
-    `lookup`, a round whose text repeats itself copies instead (one branch as deep as the shape), and the
-    draft model catches up the next time it drafts."""
+    CachedModel) in `shape`, or to fit each round within a `TreeBudget`; one RoundTrace per target pass,
+    as core.rounds' chain yields them. With a `lookup`, a round whose text repeats itself copies instead
+    (one branch as deep as the tree may go), and the draft model catches up the next time it drafts."""
     sampling, greedy = settings.sampling, settings.sampling.greedy
     rule = TREE_RULES[settings.tree_rule]
     tokens = list(prompt_ids)
@@ -259,13 +341,24 @@ def tree_rounds(target: CachedModel, draft: CachedModel, prompt_ids: list[int], 
     num_new, index = 0, 0
     while num_new < settings.max_new_tokens:
         # Leave room for the one token the target always adds.
-        round_shape = shape.cut(settings.max_new_tokens - num_new - 1)
+        room = settings.max_new_tokens - num_new - 1
+        if isinstance(shape, TreeBudget):
+            round_budget = TreeBudget(shape.nodes, min(shape.depth, room), shape.pass_costs, shape.step_price,
+                                      shape.width)
+            deepest = round_budget.depth
+        else:
+            round_shape = shape.cut(room)
+            deepest = max(round_shape.depths)
         start = now()
         target_before, draft_before = target.cache_length, draft.cache_length
         with stopwatch.stage(DRAFT):
-            copied = lookup.continuation(tokens, max(round_shape.depths)) if lookup is not None else []
-            tree = copied_tree(tokens, copied, target.vocab_size) if copied else \
-                draft_tree(draft, tokens, round_shape, greedy, rule, sampling, generator)
+            copied = lookup.continuation(tokens, deepest) if lookup is not None and deepest else []
+            if copied:
+                tree = copied_tree(tokens, copied, target.vocab_size)
+            elif isinstance(shape, TreeBudget):
+                tree = grow_tree(draft, tokens, round_budget, greedy, rule, sampling, generator)
+            else:
+                tree = draft_tree(draft, tokens, round_shape, greedy, rule, sampling, generator)
         draft_drafted, drafted = draft.cache_length, now()
 
         with stopwatch.stage(VERIFY):

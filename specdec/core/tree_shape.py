@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdec.core.drafters import costs_up_to
-from specdec.core.tree_rounds import TreeShape, chain_shape
+from specdec.core.tree_rounds import TreeBudget, TreeShape, chain_shape
 from specdec.paths import ASSETS
 
 # βₖ per depth and temperature as scripts/tree_acceptance.py measured them (docs/LOG.md).
@@ -149,12 +149,14 @@ PRIOR_ACCEPTANCE = [[0.5, 0.65, 0.72, 0.76]]
 
 
 def shape_for(tree: int | None, temperature: float, pass_costs: Sequence[float], step_price: float,
-              gamma: int) -> TreeShape:
-    """Settings.tree as a shape: N nodes (the best tree of that size), or None for 'auto' (the best
-    size up to 4γ), from the acceptance measured at this temperature, never deeper than γ."""
-    acceptance = measured_acceptance(temperature) or PRIOR_ACCEPTANCE
+              gamma: int) -> TreeShape | TreeBudget:
+    """Settings.tree as a round's tree: N nodes (the best tree of that size, from the acceptance measured
+    at this temperature), or for 'auto' a budget each round grows its own tree in (up to 4γ nodes,
+    core.tree_rounds.grow_tree, priced by `pass_costs`); never deeper than γ."""
     if tree is None:
-        return choose_tree(acceptance, pass_costs, step_price, 4 * gamma, gamma).shape
+        nodes = 4 * gamma
+        return TreeBudget(nodes, gamma, tuple(tree_pass_costs(pass_costs, nodes + 1)), step_price)
     if tree <= 0:
         return chain_shape(gamma)
+    acceptance = measured_acceptance(temperature) or PRIOR_ACCEPTANCE
     return best_tree(acceptance, tree, gamma)[0]

@@ -32,7 +32,7 @@ def lanes_to_race(
     """label -> lane, and a note for the page (None when all is well). The draft model and the head
     are the sidebar's, or the bundled target's trained ones. `pair_with(drafter)` gives the loaded
     target with another drafter (the server's one set of models: no second target is loaded)."""
-    # Every lane drafts chains but one: the draft model's tree (the sidebar's, or the shape measured best).
+    # Every lane drafts chains but one: the draft model's tree (the sidebar's, or one grown each round).
     fixed, adaptive = replace(settings, adaptive=False, tree=TREE_OFF), replace(settings, adaptive=True,
                                                                                tree=TREE_OFF)
     lanes: dict[str, Lane] = {TARGET: (pair, replace(settings, tree=TREE_OFF), False)}

@@ -14,7 +14,7 @@ TREE, CHAIN = "tree", "chain"
 
 
 def tree_settings(settings: Settings) -> Settings:
-    """The settings' tree (Settings.tree), or the shape measured best where the settings draft chains."""
+    """The settings' tree (Settings.tree), or one grown to fit each round where the settings draft chains."""
     return replace(settings, tree=settings.tree if settings.tree != TREE_OFF else TREE_AUTO)
 
 

@@ -200,7 +200,8 @@ def test_bench_race_trees_run_each_drafter_with_a_tree_beside_its_chain(capsys, 
     report = json.loads(out)
     methods = report["sets"]["mini"]["methods"]
     assert list(methods) == ["target only", "draft model, adaptive", "draft model, adaptive, tree 6"]
-    assert report["method_names"]["draft model, adaptive, tree 6"] == f"{tiny_pair_dirs['draft']}, adaptive, tree 6"
+    names = report["method_names"]
+    assert names["draft model, adaptive, tree 6"] == f"{tiny_pair_dirs['draft']}, adaptive, tree 6"
     tree, chain = methods["draft model, adaptive, tree 6"], methods["draft model, adaptive"]
     assert tree["tree_rounds"] == tree["rounds"] > 0 and chain["tree_rounds"] == 0  # the run's own: chains
     for bad in (["--race-trees", "auto"], ["--race", "ngram", "--race-trees", "wide"]):

@@ -14,7 +14,8 @@ from specdec.config import TOP_K_AS_SAMPLED, SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, tree_attention
 from specdec.core.drafters import LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.core.rounds import speculative_rounds, target_only_steps
-from specdec.core.tree_rounds import TreeShape, chain_shape
+from specdec.core.tree_rounds import TreeBudget, TreeShape, chain_shape, grow_tree
+from specdec.core.tree_rule import TREE_RULES
 
 GREEDY = SamplingConfig(temperature=0)
 
@@ -115,8 +116,35 @@ def test_a_shape_cut_at_the_budget_keeps_a_tree():
     assert chain_shape(3).cut(2) == chain_shape(2)
 
 
+def grown(tiny_target, tiny_draft, vocab, budget, sampling, seed=0):
+    target, draft = CachedModel(tiny_target, vocab), CachedModel(tiny_draft, vocab)
+    target.extend(PROMPT[:-1])
+    return grow_tree(draft, PROMPT, budget, sampling.greedy, TREE_RULES["without-replacement"], sampling,
+                     torch.Generator().manual_seed(seed))
+
+
+def test_a_grown_tree_stays_in_its_budget_and_shrinks_where_passes_cost_more(tiny_target, tiny_draft, vocab):
+    warp = SamplingConfig(temperature=1.0)
+    free = TreeBudget(nodes=12, depth=3, pass_costs=(1.0,) * 13, step_price=0.0)
+    dear = TreeBudget(nodes=12, depth=3, pass_costs=tuple(1.0 + 0.5 * n for n in range(13)), step_price=0.3)
+    trees = [grown(tiny_target, tiny_draft, vocab, free, warp, seed) for seed in range(6)]
+    for tree in trees:
+        depth = {0: 0}
+        for node, parent in enumerate(tree.parents[1:], start=1):
+            assert parent < node  # parents before children
+            depth[node] = depth[parent] + 1
+        assert len(tree.tokens) - 1 <= 12 and max(depth.values()) <= 3
+        assert all(node in tree.draft_probs for node in range(len(tree.tokens)) if tree.children(node))
+    assert max(len(tree.tokens) for tree in trees) > 4  # free passes: a real tree, not a chain
+    # Whether a candidate joins is decided before it is drawn: the root's children count alike whatever
+    # the seed draws (the exactness of the rule rests on it).
+    assert len({len(tree.children(0)) for tree in trees}) == 1
+    small = [grown(tiny_target, tiny_draft, vocab, dear, warp, seed) for seed in range(6)]
+    assert sum(len(t.tokens) for t in small) < sum(len(t.tokens) for t in trees)
+
+
 @pytest.mark.slow  # thousands of sampled runs
-@pytest.mark.parametrize("tree", ["3", "6"])
+@pytest.mark.parametrize("tree", ["3", "6", "auto"])
 def test_sampled_trees_follow_the_targets_law(tiny_target, tiny_draft, vocab, tree):
     """The law of the first three tokens through the real verifier, trees with siblings at every level."""
     warp, prompt, samples = SamplingConfig(temperature=1.0, top_k=3), PROMPT[:3], 2000
@@ -152,9 +180,10 @@ def test_the_lossy_tree_rule_is_caught_through_the_verifier(tiny_target, vocab):
 
 
 @pytest.mark.slow
-def test_greedy_trees_on_the_bundled_pair_write_the_targets_text(bundled_pair):
+@pytest.mark.parametrize("tree", ["8", "auto"])
+def test_greedy_trees_on_the_bundled_pair_write_the_targets_text(bundled_pair, tree):
     prompt = bundled_pair.encode_prompt("Write a Python function that reverses a list.", True, 48)
-    settings = Settings(6, GREEDY, 48, tree="8")
+    settings = Settings(6, GREEDY, 48, tree=tree)
     target = bundled_pair.new_target()
     traces = list(speculative_rounds(target, bundled_pair.new_drafter(target), prompt, settings,
                                      torch.Generator(), bundled_pair.stop_token_ids))

@@ -70,7 +70,9 @@ def test_the_chosen_size_pays_for_its_pass_and_the_chain_is_the_width_one_tree()
 def test_a_setting_becomes_a_shape(tmp_path, monkeypatch):
     assert shape_for(0, 1.0, (), 0.1, 5) == chain_shape(5)
     assert len(shape_for(7, 1.0, (), 0.1, 5)) == 7
-    assert max(shape_for(None, 1.0, (), 0.1, 3).depths) <= 3
+    grown = shape_for(None, 1.0, (1.0, 1.5), 0.1, 3)  # auto: each round grows its own, within a budget
+    assert (grown.nodes, grown.depth, grown.step_price) == (12, 3, 0.1)
+    assert grown.pass_costs[:3] == pytest.approx((1.0, 1.5, 2.0)) and len(grown.pass_costs) == 13
     table = tmp_path / "acceptance.json"
     table.write_text(json.dumps({"acceptance": {"0": [[0.9]], "1": [[0.3, 0.4]]}}))
     assert measured_acceptance(0.2, table) == [[0.9]]
