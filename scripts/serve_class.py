@@ -91,6 +91,10 @@ defaults
     timeout tunnel 4h           # an open page's websocket: a whole lesson
     option redispatch           # a request that cannot reach its replica goes to another
     retries 2
+    # A replica killed mid-lesson leaves kept-alive connections that reset on the next request: that
+    # request is retried on the other replica too (by default only a refused connection is), or a
+    # student's reload shows a 502.
+    retry-on all-retryable-errors
 
 frontend class
     bind {address}:{port}

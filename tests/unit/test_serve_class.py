@@ -46,6 +46,7 @@ def test_the_configuration_is_sticky_by_cookie_and_checks_health():
     assert "bind 0.0.0.0:9000" in config
     assert "cookie SPECDEC_REPLICA insert indirect nocache httponly" in config
     assert "option httpchk GET /_stcore/health" in config
+    assert "retry-on all-retryable-errors" in config  # a reset kept-alive connection is retried elsewhere
     assert "server r1 127.0.0.1:9001 cookie r1" in config and "server r2 127.0.0.1:9002 cookie r2" in config
     assert "ip_hash" not in config and "balance source" not in config  # one NAT = one address
 
