@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up (first time only, with test tools and Chromium) and run the tests.
-#   ./test.sh                    the whole suite, in two runs with one exit status: tests/unit, tests/models
+#   ./test.sh                    the whole suite, in three runs with one exit status: tests/unit, tests/models
 #                                and tests/app on two cores (pytest-xdist, one file to a worker, so a
-#                                module's fixtures are built once), then tests/browser in one process,
-#                                where the browsers and the servers they start have the machine to themselves
+#                                module's fixtures are built once); then tests/browser, two files at a time;
+#                                then the browser tests marked `alone`, one at a time
 #   ./test.sh -m "not slow" -q   the quick loop: the first run only (every browser test is slow)
 #   ./test.sh tests/app/x.py     named files or folders: one process, as given
-# Other pytest options pass through to both runs.
+# Other pytest options pass through to every run.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh test
@@ -32,12 +32,16 @@ esac
 # where unit's many short files fill the end. pytest's exit status 5 is "no test selected": fine for
 # one run if the other ran tests.
 "${pytest[@]}" -n 2 --dist loadfile --no-loadscope-reorder --ignore=tests/browser "$@" && parallel=0 || parallel=$?
+# The browser tests: two at a time (a server and a browser each leave a core mostly idle, waiting on
+# each other), then those marked `alone` one at a time: they time what a user waits for, or start
+# several servers (tests/browser/conftest.py picks each lane's tests).
 case " $* " in
-  *"not slow"*) serial=5 ;;
-  *) "${pytest[@]}" tests/browser "$@" && serial=0 || serial=$? ;;
+  *"not slow"*) shared=5 alone=5 ;;
+  *) SPECDEC_BROWSER_LANE=shared "${pytest[@]}" -n 2 --dist loadfile tests/browser "$@" && shared=0 || shared=$?
+     SPECDEC_BROWSER_LANE=alone "${pytest[@]}" tests/browser "$@" && alone=0 || alone=$? ;;
 esac
-for status in "$parallel" "$serial"; do
+for status in "$parallel" "$shared" "$alone"; do
   if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
 done
-if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then exit 5; fi
+if [ "$parallel" -eq 5 ] && [ "$shared" -eq 5 ] && [ "$alone" -eq 5 ]; then exit 5; fi
 exit 0

@@ -36,6 +36,7 @@ from browser_driver import (
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
+    pytest.mark.alone,  # two replicas behind HAProxy and four browsers: the machine to itself
     pytest.mark.slow,  # two servers, HAProxy and four browser sessions
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]

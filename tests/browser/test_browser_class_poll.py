@@ -32,6 +32,7 @@ from specdec.views.class_questions import CHECK
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
+    pytest.mark.alone,  # times a tally's lag; ten browsers and two replicas: the machine to itself
     pytest.mark.slow,  # a server started twice and eleven browser pages
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]

@@ -13,6 +13,7 @@ from browser_driver import ARTIFACTS, CHROMIUM, browser_page, streamlit_server, 
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
+    pytest.mark.alone,  # times how long a spinner stands bare: the machine to itself
     pytest.mark.slow,  # a real server and a real browser
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]

@@ -6,10 +6,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from browser_driver import ARTIFACTS, CHROMIUM, load_test_module, streamlit_server
+from browser_driver import ARTIFACTS, CHROMIUM, SERVER_LOG, load_test_module, streamlit_server
 
 pytest.importorskip("playwright.async_api")
 pytestmark = [
+    pytest.mark.alone,  # three sessions' latencies on one server: the machine to itself
     pytest.mark.slow,  # a real server and real browsers
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]
@@ -23,7 +24,7 @@ def test_three_sessions_stepping_at_once_get_one_round_per_click(tiny_pair_dirs)
     with streamlit_server(env) as base:
         results, _ = asyncio.run(load_test.run_load(base, 3, 3, {"prompt": "def add(a, b):", "seed": "0"},
                                                              failure_shots=ARTIFACTS))
-    text, ok = load_test.report(results, (ARTIFACTS / "server.log").read_text(errors="replace"))
+    text, ok = load_test.report(results, SERVER_LOG.read_text(errors="replace"))
     print(text)
     assert [(r.clicks, r.rounds, r.error) for r in results] == [(3, 3, None)] * 3, text
     assert "0 traceback(s)" in text and ok

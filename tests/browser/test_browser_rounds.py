@@ -3,7 +3,7 @@
 As a test it uses the tiny pair. As a script it also takes screenshots of every stage of a round
 (under test-artifacts/; PYTHONPATH names the folders pytest.ini puts on the path):
     PYTHONPATH=.:scripts:tests/support .venv/bin/python tests/browser/test_browser_rounds.py \
-        [--bundled [--second-choices]]
+        [--bundled [--tree]]
 """
 
 from __future__ import annotations
@@ -158,8 +158,8 @@ if __name__ == "__main__":  # screenshots for people to look at
         target, drafter, chat = BUNDLED_TARGET, LOOKUP_FIRST + BUNDLED_DRAFT, True  # the default
         params = {"prompt": "Write a Python function that checks whether a string is a palindrome.",
                   "gamma": "4", "seed": "0", "temperature": "0.7", "drafter": drafter}
-        if "--second-choices" in sys.argv:  # greedy, with the draft's second choices in the pass
-            params |= {"temperature": "0.0", "siblings": "True"}
+        if "--tree" in sys.argv:  # greedy, with a tree of drafts grown to fit each round
+            params |= {"temperature": "0.0", "tree": "auto"}
     else:
         from tiny_models import save_tiny_model
 
@@ -170,7 +170,7 @@ if __name__ == "__main__":  # screenshots for people to look at
     env = {"SPECDEC_TARGET": target, "SPECDEC_DRAFTER": drafter, "SPECDEC_CHAT": "1" if chat else "0"}
     wanted = interesting_rounds(target, drafter, params, chat)
     print("rounds worth a picture:", wanted)
-    prefix = ("bundled" if bundled else "tiny") + ("-second-choices" if "siblings" in params else "")
+    prefix = ("bundled" if bundled else "tiny") + ("-tree" if "tree" in params else "")
     with streamlit_server(env, timeout=180) as base, browser_page(height=1800) as page:
         open_rounds(page, base, params)
         done = 0

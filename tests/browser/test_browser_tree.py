@@ -20,6 +20,7 @@ from specdec.paths import BUNDLED_DRAFT
 
 pytest.importorskip("playwright.sync_api")
 pytestmark = [
+    pytest.mark.alone,  # times one press of Step: the machine to itself
     pytest.mark.slow,  # a real server, the bundled pair and a real browser
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium at /usr/bin/chromium"),
 ]

@@ -5,7 +5,9 @@ tests/browser/ import it by name (tests/support is on pytest.ini's pythonpath)."
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import re
 from pathlib import Path
 from urllib.parse import urlencode
@@ -20,14 +22,18 @@ ARTIFACTS = ROOT / "test-artifacts"
 STAGES = ["1 · Draft", "2 · Verify", "3 · Accept?", "4 · Correct", "5 · Output"]
 SIZES = {"1280x720": (1280, 720), "1920x1080": (1920, 1080)}
 TIMES = ARTIFACTS / "quick-runs.json"
+# Two browser tests may run at once (./test.sh), each on a pytest-xdist worker: one server log each.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+SERVER_LOG = ARTIFACTS / (f"server-{WORKER}.log" if WORKER else "server.log")
 
 
 @contextlib.contextmanager
 def streamlit_server(env: dict[str, str], timeout: float = 90.0, start_script: bool = False):
-    """The app on a free localhost port, its log in test-artifacts/server.log; always stopped.
+    """The app on a free localhost port, its log in SERVER_LOG (test-artifacts/server.log, or
+    server-gw0.log on a pytest-xdist worker); always stopped.
 
     `start_script`: through the README's ./start.sh, as a user starts it (set-up included)."""
-    with app_server(ARTIFACTS / "server.log", env, timeout, start_script) as app:
+    with app_server(SERVER_LOG, env, timeout, start_script) as app:
         yield app.url
 
 
@@ -39,7 +45,7 @@ def browser_page(height: int = 1000):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": height})
-            page.set_default_timeout(60_000)
+            page.set_default_timeout(180_000)  # a first page while another browser test runs beside it
             yield page
         finally:
             browser.close()
@@ -138,8 +144,7 @@ def interesting_rounds(target: str, drafter: str, params: dict[str, str], chat: 
     pair = ModelPair.load(target, drafter)
     budget = int(params.get("max_new_tokens", Settings.max_new_tokens))
     settings = Settings(int(params["gamma"]), SamplingConfig(float(params.get("temperature", 1.0))),
-                        budget, int(params["seed"]),
-                        siblings=params.get("siblings", str(Settings.siblings)) == "True")
+                        budget, int(params["seed"]), tree=params.get("tree", Settings.tree))
     stepper = Stepper(pair, pair.encode_prompt(params["prompt"], chat, settings.max_new_tokens), settings)
     while stepper.step() is not None:
         pass
@@ -182,10 +187,14 @@ def shot(page, name: str) -> None:
 
 
 def record(name: str, figures: dict) -> None:
-    """Add a page's timings to test-artifacts/quick-runs.json (the batch page writes there too)."""
-    known = json.loads(TIMES.read_text()) if TIMES.exists() else {}
-    known[name] = figures
-    TIMES.write_text(json.dumps(known, indent=2) + "\n", encoding="utf-8")
+    """Add a page's timings to test-artifacts/quick-runs.json (the batch page writes there too), locked
+    against a test on another worker doing the same."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(ARTIFACTS / "quick-runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+        known[name] = figures
+        TIMES.write_text(json.dumps(known, indent=2) + "\n", encoding="utf-8")
 
 
 def timed_answer(page, button: str, done: str) -> dict:
