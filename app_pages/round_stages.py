@@ -52,27 +52,11 @@ def draft_strip(stepper: Stepper, trace, stage: int) -> str:
             chips.append(ui.token_chip(label, "sd-struck", title=f"draft {i + 1}: discarded, never tested"))
     if stage >= 4:
         origin = "bonus" if trace.is_bonus else "resampled"
-        note = "2nd choice" if trace.kept_sibling is not None else origin
         chips.append(" → " + ui.token_chip(stepper.label(trace.next_token), style=ui.ORIGIN_STYLE[origin],
-                                           note=note, title=f"{origin} token"))
-        if trace.kept_sibling is not None:
-            after = stepper.label(trace.emitted_tokens[-1])
-            chips.append(ui.token_chip(after, style=ui.ORIGIN_STYLE["bonus"], note="bonus",
-                                       title="the target's token after the kept second choice"))
+                                           note=origin, title=f"{origin} token"))
     if not chips:
         return '<div class="sd-line"><i>the drafter proposed nothing this round (no n-gram match)</i></div>'
-    siblings = _sibling_line(stepper, trace) if stage >= 2 else ""
-    return f'<div class="sd-line">{"".join(chips)}</div>' + siblings
-
-
-def _sibling_line(stepper: Stepper, trace) -> str:
-    """The draft's second choices that shared the verification pass (core.siblings), if any."""
-    if not trace.sibling_positions:
-        return ""
-    chips = [ui.token_chip(stepper.label(token), "sd-draft", note=f"beside draft {position + 1}",
-                           title="the draft's second choice, verified in the same pass")
-             for position, token in zip(trace.sibling_positions, trace.sibling_tokens, strict=True)]
-    return f'<div class="sd-line"><small>second choices in the pass:</small> {"".join(chips)}</div>'
+    return f'<div class="sd-line">{"".join(chips)}</div>'
 
 
 def side_by_side():
@@ -172,9 +156,6 @@ def _stage_verify(stepper: Stepper, trace, labels) -> None:
     words.markdown(
         f"**One** target forward pass over the context plus the {k} draft(s) gives the target's "
         f"distribution **p** at all **{k + 1}** positions (the last one is the bonus slot)."
-        + (f" The same pass scores the draft's second choice beside {len(trace.sibling_positions)} "
-           "draft(s), each seeing only the tokens before its draft (a tree attention mask), and p after "
-           "each." if trace.sibling_positions else "")
     )
     rows = []
     for i, position in enumerate(trace.positions):
@@ -280,11 +261,6 @@ def _correction_words(stepper: Stepper, trace, labels):
         how = (f"the target's argmax {code(nxt)} replaces it" if greedy
                else rule.replaced_by.format(nxt=code(nxt)))
         st.markdown(f"Draft {j + 1} {code(rejected)} was rejected: {how}. Drafts after it are discarded.")
-        if trace.kept_sibling is not None:
-            after = labels[trace.emitted_tokens[-1]]
-            st.markdown(f"{code(nxt)} was the draft's **second choice** here, verified in the same pass "
-                        f"beside draft {j + 1}: the pass already holds p after it, and its argmax "
-                        f"{code(after)} comes free, one token more than the chain alone gives.")
         drawn_from = "the residual" if greedy or trace.rule == SPECULATIVE else name
         title = f"position {j + 1}: p, q and {drawn_from}; drawn: {nxt}"
         fig = _figure(trace, "correct", j, lambda: charts.distribution_chart(
@@ -295,8 +271,7 @@ def _correction_words(stepper: Stepper, trace, labels):
 def _stage_output(stepper: Stepper, trace, labels) -> None:
     st.markdown(
         f"This round emitted **{len(trace.emitted_tokens)}** token(s) for **one** target pass "
-        f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token"
-        f"{' + 1 after the kept second choice' if trace.kept_sibling is not None else ''}). "
+        f"({trace.num_accepted} accepted draft(s) + 1 {'bonus' if trace.is_bonus else 'resampled'} token). "
         "They join the output above (outlined)."
     )
 

@@ -56,7 +56,6 @@ SETTINGS = {
        for name, config in NUMERIC_SETTINGS.items()},
     "adaptive": ("adaptive", bool, lambda: _config_default(Settings, "adaptive")),
     "price_drafts": ("price_drafts", bool, lambda: _config_default(Settings, "price_drafts")),
-    "siblings": ("siblings", bool, lambda: _config_default(Settings, "siblings")),
     "tree": ("tree", str, lambda: _config_default(Settings, "tree")),
     "rule": ("rule", str, lambda: _config_default(Settings, "rule")),
     "chat": ("chat", bool, lambda: os.environ.get("SPECDEC_CHAT", "1") != "0"),
@@ -180,7 +179,7 @@ def sidebar_controls() -> None:
     """The shared controls. Rendered by app.py on every page, so they keep their values across pages.
 
     Everyday controls first, in the lesson's words (drafter, draft length γ, temperature, acceptance
-    rule); the machinery (target, adaptive length and its pricing, second choices, the warp's cut-offs,
+    rule); the machinery (target, adaptive length and its pricing, the warp's cut-offs,
     seed, budget, template) under "Advanced", folded away."""
     sb = st.sidebar
     mirrored(sb.toggle, "Presenter mode", "presenter",
@@ -212,8 +211,6 @@ def sidebar_controls() -> None:
              help=help_of(Settings, "draft_threshold"))
     mirrored(advanced.toggle, "Price each draft by this machine's passes", "price_drafts",
              disabled=not st.session_state["adaptive"], help=help_of(Settings, "price_drafts"))
-    mirrored(advanced.toggle, "Second choices beside the drafts (temperature 0)", "siblings",
-             disabled=float(st.session_state["temperature"]) > 0, help=help_of(Settings, "siblings"))
     mirrored(advanced.number_input, "Top-k (0 = off)", "top_k", *LIMITS["top_k"], step=1)
     mirrored(advanced.slider, "Top-p", "top_p", *LIMITS["top_p"], step=0.05)
     mirrored(advanced.number_input, "Seed", "seed", *LIMITS["seed"], step=1)
@@ -280,4 +277,4 @@ def current_settings() -> Settings:
     return Settings(gamma=int(s["gamma"]), sampling=sampling, max_new_tokens=int(s["max_new_tokens"]),
                     seed=int(s["seed"]), adaptive=bool(s["adaptive"]),
                     draft_threshold=float(s["draft_threshold"]), rule=str(s["rule"]),
-                    price_drafts=bool(s["price_drafts"]), siblings=bool(s["siblings"]), tree=str(s["tree"]))
+                    price_drafts=bool(s["price_drafts"]), tree=str(s["tree"]))

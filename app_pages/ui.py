@@ -235,7 +235,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
     """The KV caches as rows of cells (see specdec.views.kvcache); `label(token_id)` names drafted tokens."""
     kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", SIBLING: "sd-sibling"}
     meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed",
-               SIBLING: "the draft's second choice, beside the draft at this position"}
+               SIBLING: "a candidate of the tree off the accepted path, beside the one at this position"}
     lines = []
     for row in rows:
         steps = " → ".join(str(length) for length in row.lengths)
@@ -254,7 +254,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
         '<div class="sd-legend">'
         + "".join(f'<span class="sd-cell {c}">{n}</span> ' for c, n in (
             ("sd-read", "read this round"), ("sd-drafted", "drafted"), ("sd-unfed", "proposed, never fed"),
-            ("sd-sibling", "second choice"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
+            ("sd-sibling", "other branch"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
         + "</div>"
     )
     return f'<div class="sd-cache">{"".join(lines)}{key}</div>'

@@ -276,11 +276,10 @@ def parse_lengths(text: str) -> list[tuple[int, float]]:
         lengths = parse_race_lengths(text)
     except SpecDecError:
         raise argparse.ArgumentTypeError(message) from None
-    # The replay prices every draft by the passes, and replays chains.
-    if any(threshold is None or priced is not None or tree is not None
-           for _, threshold, priced, tree in lengths):
+    # The replay prices every draft by the passes.
+    if any(threshold is None or priced is not None for _, threshold, priced in lengths):
         raise argparse.ArgumentTypeError(message)
-    return [(gamma, threshold) for gamma, threshold, _, _ in lengths]
+    return [(gamma, threshold) for gamma, threshold, _ in lengths]
 
 
 def main() -> None:

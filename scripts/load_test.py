@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                              "its CPU time per click")
     args = parser.parse_args(argv)
     params = {"seed": "0"} | ({"prompt": args.prompt} if args.prompt else {})
-    if args.temperature is not None:  # 0: greedy rounds, with second choices beside the drafts
+    if args.temperature is not None:  # 0: greedy rounds
         params["temperature"] = str(args.temperature)
     with contextlib.ExitStack() as stack:
         url, server_pids, log_path = args.url.rstrip("/"), args.server_pid, args.server_log

@@ -117,11 +117,6 @@ class Settings:
     price_drafts: bool = setting(True, "adaptive: add to the threshold what each draft adds to the target's "
                                  "verification pass on this machine (timed at load); off: passes over a "
                                  "few tokens count as free")
-    # On: ahead on code in every race with both kernel sets, and picked by bench's rule for the default
-    # (docs/LOG.md, "Second choices beside the drafts").
-    siblings: bool = setting(True, "temperature 0: verify the draft's second choice beside a draft, in the "
-                             "same target pass, where it lowers what the round's tokens cost (a tree of "
-                             "drafts)")
     tree: str = setting(TREE_OFF, "verify a tree of drafts in one target pass, at any temperature: "
                         "'off' (a chain), 'auto' (each round grows its own from the draft's confidence, "
                         "priced by this machine's passes) or N (a tree of N drafted nodes, shaped by "

@@ -47,19 +47,16 @@ class Method:
     gamma: int | None = None  # a draft length of its own (--race-lengths); None: the run's settings'
     draft_threshold: float | None = None
     price_drafts: bool | None = None  # False: drafts priced as if short passes were free
-    siblings: bool | None = None  # second choices beside the drafts (core.siblings) or chains only
     tree: str | None = None  # a tree of drafts per round (Settings.tree: off, auto or N nodes)
 
     @property
     def length_note(self) -> str:
         """", γ 3, threshold 0.1" for a row with a draft length of its own (", passes free" where its
-        drafts are not priced by the passes, ", second choices" or ", chains only" where it sets whether
-        the draft's second choices join the pass, ", tree auto" where it sets Settings.tree); "" at the
-        run's settings."""
+        drafts are not priced by the passes, ", tree auto" where it sets Settings.tree); "" at the run's
+        settings."""
         note = "" if self.gamma is None else f", γ {self.gamma}"
         note += "" if self.draft_threshold is None else f", threshold {self.draft_threshold:g}"
         note += ", passes free" if self.price_drafts is False else ""
-        note += {None: "", True: ", second choices", False: ", chains only"}[self.siblings]
         return note + ("" if self.tree is None else f", tree {self.tree}")
 
     @property
@@ -75,7 +72,7 @@ class Method:
     def settings(self, run: Settings) -> Settings:
         """The run's settings as this row decodes: its draft length (adaptive or fixed, maybe its own)."""
         own = {"gamma": self.gamma, "draft_threshold": self.draft_threshold,
-               "price_drafts": self.price_drafts, "siblings": self.siblings, "tree": self.tree}
+               "price_drafts": self.price_drafts, "tree": self.tree}
         return replace(run, adaptive=self.adaptive, **{k: v for k, v in own.items() if v is not None})
 
     def hf_label(self) -> str:
@@ -120,15 +117,14 @@ def _named(drafter: str, drafters: list[str]) -> bool:
 def race_methods(drafters: list[str], adaptive: bool, lengths: list[RaceLength] = (),
                  trees: list[str] = ()) -> list[Method]:
     """Target-only, then each drafter at the run's one draft length, at each of `lengths` ((γ, draft
-    threshold, priced, siblings), --race-lengths) and with each of `trees` (Settings.tree, --race-trees):
+    threshold, priced), --race-lengths) and with each of `trees` (Settings.tree, --race-trees):
     a shorter race between a few."""
     length = "adaptive" if adaptive else "γ fixed"
     methods = [Method(TARGET_ONLY, TARGET_ONLY)]
     for drafter in drafters:
         method = Method("", SPECULATIVE, drafter, adaptive=adaptive, named=_named(drafter, drafters))
-        for gamma, threshold, priced, siblings in [(None, None, None, None), *lengths]:
-            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced,
-                          siblings=siblings)
+        for gamma, threshold, priced in [(None, None, None), *lengths]:
+            row = replace(method, gamma=gamma, draft_threshold=threshold, price_drafts=priced)
             methods.append(replace(row, label=f"{row.drafter_label}, {length}{row.length_note}"))
         for tree in trees:
             row = replace(method, tree=tree)
@@ -147,30 +143,26 @@ def parse_race(text: str) -> list[str]:
     return drafters
 
 
-# γ, draft threshold, drafts priced by the passes, second choices beside the drafts
-RaceLength = tuple[int, float | None, bool | None, bool | None]
+# γ, draft threshold, drafts priced by the passes
+RaceLength = tuple[int, float | None, bool | None]
 
 
 def parse_race_lengths(text: str) -> list[RaceLength]:
-    """"3:0.1,5,6:0.1:free,6::tree" -> [(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False,
-    None), (6, None, None, True)]: draft lengths as γ (the cap), optionally the draft threshold, then
-    "free" where drafts are priced as if short passes cost nothing (Settings.price_drafts off), and
-    "tree" or "chain" where the draft's second choices join the pass or not (Settings.siblings);
-    SpecDecError on anything else or a value Settings would refuse."""
-    shapes = {"tree": True, "chain": False}
+    """"3:0.1,5,6:0.1:free" -> [(3, 0.1, None), (5, None, None), (6, 0.1, False)]: draft lengths as γ
+    (the cap), optionally the draft threshold, then "free" where drafts are priced as if short passes
+    cost nothing (Settings.price_drafts off); SpecDecError on anything else or a value Settings would
+    refuse."""
     lengths = []
     for word in text.split(","):
         gamma, threshold, *words = [*word.strip().split(":"), ""]
         words = [w for w in words if w]
         try:
-            named_shapes = [shapes[w] for w in words if w in shapes]
-            if len(set(words)) < len(words) or not set(words) <= {"free", *shapes} or len(named_shapes) > 1:
+            if words not in ([], ["free"]):
                 raise ValueError(word)
-            length = (int(gamma), float(threshold) if threshold else None, False if "free" in words else None,
-                      next(iter(named_shapes), None))
+            length = (int(gamma), float(threshold) if threshold else None, False if words else None)
         except ValueError:
-            message = (f"--race-lengths takes γ or γ:threshold, maybe followed by :free and by :tree or "
-                       f":chain, separated by commas, got {text!r}")
+            message = (f"--race-lengths takes γ or γ:threshold, maybe followed by :free, separated by "
+                       f"commas, got {text!r}")
             raise SpecDecError(message) from None
         Settings(gamma=length[0], draft_threshold=0.0 if length[1] is None else length[1])  # checks both
         lengths.append(length)
@@ -340,8 +332,6 @@ def run_bench_sets(
                     "theoretical_speedup": theory.paper,
                     "theoretical_speedup_here": theory.on_this_machine,
                     "rounds": metrics.rounds,
-                    "second_choices": metrics.second_choices,
-                    "second_choices_kept": metrics.second_choices_kept,
                     "tree_rounds": metrics.tree_rounds,
                 }
                 if method.hf_label() in rates:

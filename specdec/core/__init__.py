@@ -14,10 +14,10 @@ costs) and a callable (a draft's one-token step).
                      cache, with an optional trained exit adapter (LayerSkip, Kangaroo)
     drafters.py      who proposes tokens: a draft model (stopping when unsure), a feature head,
                      n-gram prompt lookup, or lookup first and a model or head elsewhere
-    siblings.py      the draft's second choices, verified beside its first in the same pass
     tree_rule.py     several candidates at one position: drawn without replacement, judged in turn
                      against what the rejections leave (exact); the other multi-candidate rules
-    tree_rounds.py   rounds that verify a tree of drafts in one pass and judge down it (Settings.tree)
+    tree_rounds.py   rounds that verify a tree of drafts in one pass and judge down it (Settings.tree):
+                     a fixed shape, or one grown to fit each round
     tree_shape.py    which tree to draft: the likeliest nodes for their cost, from measured acceptance
     stopwatch.py     named stages of the round loop, timed only while someone measures
     rounds.py        the round loop: draft, verify in one pass, accept, roll back both caches;

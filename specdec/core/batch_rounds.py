@@ -5,8 +5,7 @@ Each speculative round:
 1. the drafter proposes for every row in one batched call (core.batch_drafters: n-gram lookup per
    row, a draft model for all rows that need it at once);
 2. the target verifies every row's [last token, x_1..x_k] in one pass: Σ (k_r + 1) tokens (chains
-   only: no second choices beside the drafts, core.siblings, which Settings.siblings asks of the
-   single loop at T = 0);
+   only: no trees, core.tree_rounds, which Settings.tree asks of the single loop);
 3. each row's drafts are judged by the same rule as in core.rounds, with that row's own generator,
    and each row keeps its own number of them;
 4. both caches roll back per row. Rows now differ in length: core.batch_cache keeps the caches

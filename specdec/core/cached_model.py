@@ -132,7 +132,7 @@ class CachedModel:
         return self.model.config._attn_implementation in TREE_ATTENTION
 
     def extend_tree(self, token_ids: list[int], parents: list[int]) -> torch.Tensor:
-        """Feed a tree of tokens in one forward pass (core.siblings): token i follows the cache and its
+        """Feed a tree of tokens in one forward pass (core.tree_rounds): token i follows the cache and its
         ancestors (`parents[i]`: the index of the token before it, -1 for the cache's last) -> each
         token's next-token logits (tokens, vocab), float32, on the model's device as `extend`'s. The
         cache then holds every token of the tree, in this order; `keep` picks the path that survived.

@@ -61,8 +61,6 @@ class RunMetrics:
     tokens_per_second: float
     max_drafted: int  # the most tokens drafted in one round (at most γ)
     mean_drafted: float  # tokens drafted per round (an n-gram drafter often proposes fewer than γ)
-    second_choices: int = 0  # the draft's second choices verified beside its drafts (core.siblings)
-    second_choices_kept: int = 0  # of those, kept: each gave one token more than its round's chain
     tree_rounds: int = 0  # rounds that verified a tree of drafts (core.tree_rounds)
 
     def to_dict(self) -> dict:
@@ -106,8 +104,6 @@ def summarize(traces: Sequence[RoundTrace], wall_seconds: float | None = None) -
         tokens_per_second=_ratio(emitted, wall_seconds or (draft_seconds + verify_seconds)),
         max_drafted=max_drafted,
         mean_drafted=_ratio(drafted, len(traces)),
-        second_choices=sum(len(t.sibling_positions) for t in traces),
-        second_choices_kept=sum(t.kept_sibling is not None for t in traces),
         tree_rounds=sum(t.tree is not None for t in traces),
     )
 

@@ -3,7 +3,7 @@ the metrics summarise and the CLI writes as JSON. The torch loop that fills them
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class RoundTrace:
     num_accepted: int
     next_token: int  # resampled from the residual, or the bonus from p_{k+1}
     is_bonus: bool
-    # accepted drafts + next_token (+ the token after a kept sibling), cut after an end-of-sequence token
+    # accepted drafts + next_token, cut after an end-of-sequence token
     emitted_tokens: list[int]
     draft_seconds: float
     verify_seconds: float  # the target's forward pass over k + 1 positions
@@ -121,12 +121,6 @@ class RoundTrace:
     # Per drafted position: the chance the rule keeps the draft, from p and q before x is drawn
     # (Σ min(p, q) for speculative sampling; core.acceptance.Rule.expected)
     expected_accept: list[float] | None = None
-    # Greedy rounds may verify the draft's second choice beside some drafts (core.siblings): where, which
-    # tokens, and the index of the one kept (None: none). A kept sibling is next_token, and emitted_tokens
-    # then ends with the target's token after it, from the same pass.
-    sibling_positions: list[int] = field(default_factory=list)
-    sibling_tokens: list[int] = field(default_factory=list)
-    kept_sibling: int | None = None
     # A tree round (core.tree_rounds): the whole tree. The fields above then read its main line: the
     # accepted path, then the first child tested where the path ended.
     tree: TreeRecord | None = None

@@ -26,7 +26,6 @@ from specdec.core.records import (
     TargetStep,
 )
 from specdec.core.sampling import sample, warp_probs
-from specdec.core.siblings import NO_SIBLINGS, Siblings, choose_siblings
 from specdec.core.tree_rounds import tree_rounds
 from specdec.core.tree_shape import shape_for
 
@@ -73,8 +72,6 @@ def round_trace(
     draft_cap: int,
     draft_stop: str,
     expected_accept: torch.Tensor,
-    siblings: Siblings = NO_SIBLINGS,
-    kept_sibling: int | None = None,
 ) -> RoundTrace:
     """The round as plain data; without `target_probs` (a lean run) no top-token tables are built."""
     drafted, k = draft.tokens, len(draft.tokens)
@@ -119,9 +116,6 @@ def round_trace(
         target_draws=None if verdict.target_draws is None else verdict.target_draws.tolist(),
         thresholds=None if verdict.thresholds is None else verdict.thresholds.tolist(),
         expected_accept=expected_accept.tolist(),
-        sibling_positions=siblings.positions,
-        sibling_tokens=siblings.tokens,
-        kept_sibling=kept_sibling,
     )
 
 
@@ -158,7 +152,7 @@ def next_draft_cap(cap: int, draft: Draft, num_accepted: int, gamma: int) -> int
 
 
 def priced_passes(settings: Settings, pass_costs: Sequence[float]) -> Sequence[float]:
-    """The pass costs a round prices its drafts and second choices by: none where Settings.price_drafts
+    """The pass costs a round prices its drafts and a tree its nodes by: none where Settings.price_drafts
     is off (short passes then count as free)."""
     return pass_costs if settings.price_drafts else ()
 
@@ -190,12 +184,10 @@ def judge(
     return verdict, rule.expected(draft_probs, target_probs[:k])
 
 
-def verify(target: CachedModel, chain: list[int], siblings: Siblings) -> torch.Tensor:
-    """Step 2 of a round: one target pass over [last token, x_1..x_k] and the siblings after them ->
-    logits (k + 1 + siblings, vocab); the cache then holds them all."""
-    if not siblings:
-        return target.extend(chain)
-    return target.extend_tree([*chain, *siblings.tokens], siblings.parents(len(chain) - 1))
+def verify(target: CachedModel, chain: list[int]) -> torch.Tensor:
+    """Step 2 of a round: one target pass over [last token, x_1..x_k] -> logits (k + 1, vocab); the
+    cache then holds them all."""
+    return target.extend(chain)
 
 
 def takes_trees(target: CachedModel, drafter: Drafter) -> bool:
@@ -234,7 +226,6 @@ def speculative_rounds(
     gamma, sampling, max_new_tokens = settings.gamma, settings.sampling, settings.max_new_tokens
     rule = RULES[settings.rule]  # speculative sampling unless asked otherwise; greedy mode ignores it
     thresholds = draft_thresholds(settings, target.pass_costs)
-    priced_by = priced_passes(settings, target.pass_costs)  # what a second choice adds to a pass
     tokens = list(prompt_ids)
     # Invariant at the start of every round: the target has seen all tokens but the last one.
     with stopwatch.stage(PREFILL):
@@ -253,38 +244,28 @@ def speculative_rounds(
         draft_drafted = drafter.cache_length
         drafted = clock.now()
 
-        # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions
-        #    (at T = 0 maybe with the draft's second choices beside some drafts: core.siblings).
-        siblings = choose_siblings(draft.probs, draft.tokens, priced_by, settings.draft_threshold) \
-            if sampling.greedy and settings.siblings and target.takes_trees else NO_SIBLINGS
+        # 2. Verify: one target pass over [last token, x_1..x_k] gives p at all k + 1 positions.
         with stopwatch.stage(VERIFY):
-            logits = verify(target, [tokens[-1], *draft.tokens.tolist()], siblings)
+            logits = verify(target, [tokens[-1], *draft.tokens.tolist()])
         target_verified = target.cache_length
 
         # 3. Accept or reject each draft; emit the replacement or the bonus token.
-        num_drafted = len(draft.tokens)
         with stopwatch.stage(ACCEPT):
-            target_probs = warp_probs(logits, sampling)
-            chain_probs = target_probs[: num_drafted + 1]  # p at the drafts' positions and after them
-            verdict, expected = judge(rule, sampling.greedy, draft, chain_probs, generator)
-            kept_sibling = siblings.kept(verdict.num_accepted, verdict.next_token)
+            target_probs = warp_probs(logits, sampling)  # p at the drafts' positions and after them
+            verdict, expected = judge(rule, sampling.greedy, draft, target_probs, generator)
         verified = clock.now()
 
         accepted = draft.tokens[: verdict.num_accepted].tolist()
-        # A kept sibling is the target's own token at the rejection; the token after it comes free.
-        after_sibling = [] if kept_sibling is None else \
-            [int(target_probs[num_drafted + 1 + kept_sibling].argmax())]
-        emitted, stopped = cut_after_stop([*accepted, verdict.next_token, *after_sibling], stop_token_ids)
+        emitted, stopped = cut_after_stop([*accepted, verdict.next_token], stop_token_ids)
         context_length = len(tokens)
         tokens += emitted
         num_new += len(emitted)
 
-        # 4. Roll back both KV caches: keep the context and the accepted drafts (and a kept sibling),
-        #    drop the rest. (The emitted last token is fed at the start of the next round.)
+        # 4. Roll back both KV caches: keep the context and the accepted drafts, drop the rest.
+        #    (The emitted last token is fed at the start of the next round.)
         with stopwatch.stage(ROLLBACK):
             surviving = context_length + verdict.num_accepted
-            sibling_at = [] if kept_sibling is None else [context_length + num_drafted + kept_sibling]
-            target.keep(surviving, sibling_at)
+            target.rollback(surviving)
             drafter.rollback(surviving)
         caches = CacheLengths(target_before, target_verified, target.cache_length,
                               draft_before, draft_drafted, drafter.cache_length)
@@ -292,9 +273,8 @@ def speculative_rounds(
 
         with stopwatch.stage(TRACE):
             trace = round_trace(
-                index, context_length, draft, chain_probs if detail else None, verdict,
+                index, context_length, draft, target_probs if detail else None, verdict,
                 emitted, drafted - start, verified - drafted, caches, cap, stop, expected,
-                siblings, kept_sibling,
             )
         yield trace
         index += 1

@@ -169,12 +169,14 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
     """Step 1, the tree grown to fit this round: level by level, the candidates likeliest to be kept join
     while their chance pays for them (EAGLE-2 ranks a tree's nodes by the draft's confidence so).
 
-    A node's chance is its parent's times q's mass on its candidate, as core.drafters prices a chain's
-    drafts. It joins, likeliest first, where that beats what it adds to the round's cost (one more token
-    in the target's pass; the first node of a level also a drafting step) times the tokens the round
-    expects per unit of cost so far, and never below NODE_FLOOR. Whether the j-th candidate at a node
-    joins is decided from q's j-th largest probability, before it is drawn: a candidate kept only when
-    the token drawn was likely would no longer be a draw from q, and the rule would not be exact.
+    A node's chance is its parent's times q's mass on its candidate. It joins, likeliest first, where
+    that beats its price, as a chain's draft must (core.drafters.stop_thresholds): the first node of a
+    level pays a drafting step, and every node the token it adds to the target's pass. A pass grows
+    dearer in steps (a layout packs tokens in groups), so a node pays the growth spread over the tokens
+    up to the cheapest next step, as a chain drafts past a step where the drafts beyond pay it back;
+    never less than NODE_FLOOR. Whether the j-th candidate at a node joins is decided from q's j-th
+    largest probability, before it is drawn: a candidate kept only when the token drawn was likely would
+    no longer be a draw from q, and the rule would not be exact.
     """
     logits = draft.extend(token_ids[draft.cache_length :], keep_last=1)  # the root's q
     tokens, parents, chances = [token_ids[-1]], [-1], [1.0]
@@ -182,7 +184,6 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
     fed: list[int] = []
     fed_index: dict[int, int] = {}
     costs = budget.pass_costs
-    expected, cost = 1.0, costs[0]  # tokens per round and its cost: the pass over the root alone
     frontier = [0]
     for depth in range(1, budget.depth + 1):
         offers = sorted(((chances[node] * float(value), node, rank) for node in frontier
@@ -193,11 +194,11 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
             size = len(tokens) + sum(counts.values())  # tokens in the pass before this one joins
             if size > budget.nodes or rank != counts[node]:
                 break
-            added = costs[size] - costs[size - 1] + (budget.step_price if not counts and depth > 1 else 0.0)
-            if chance <= max(NODE_FLOOR, added * expected / cost):
+            growth = min((costs[size - 1 + n] - costs[size - 1]) / n for n in range(1, len(costs) - size + 1))
+            price = growth + (budget.step_price if not counts and depth > 1 else 0.0)
+            if chance <= max(NODE_FLOOR, price):
                 break
             counts[node] += 1
-            expected, cost = expected + chance, cost + added
         level = []
         for node in frontier:
             if not counts[node]:

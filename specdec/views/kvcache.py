@@ -14,7 +14,7 @@ from specdec.core.records import DRAFTED_BY_LOOKUP, RoundTrace
 READ = "read"  # a token of the text the model had not seen yet (fed this round)
 DRAFT = "draft"  # a drafted token: fed by the draft to draft the next one; scored by the target
 NOT_FED = "not fed"  # the draft's last proposal: nothing is drafted after it, so it is never fed
-SIBLING = "second choice"  # the draft's second choice beside a draft, scored by the target (core.siblings)
+SIBLING = "other branch"  # a tree's node off the accepted path, scored by the target (core.tree_rounds)
 
 
 @dataclass(frozen=True)
@@ -39,23 +39,13 @@ class CacheRow:
 
 def _cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *, draft_row: bool) -> list[CacheCell]:
     """Cells for cache slots start..stop-1 (and the draft's unfed last proposal); `kept`: None before
-    the roll-back, else the length it kept. The target's slots after the drafts hold the second choices
-    its pass scored beside them (core.siblings); a kept one stays, the rest go."""
+    the roll-back, else the length it kept."""
     context, drafted = trace.context_length, trace.drafted_tokens
-    chain_end = context + len(drafted)
-    kept_sibling = None if draft_row else trace.kept_sibling
-    chain_kept = None if kept is None else kept - (kept_sibling is not None)
     cells = []
     for slot in range(start, stop):
-        if slot >= chain_end:
-            sibling = slot - chain_end
-            dropped = kept is not None and sibling != kept_sibling
-            cells.append(CacheCell(context + trace.sibling_positions[sibling], SIBLING,
-                                   trace.sibling_tokens[sibling], dropped))
-            continue
         is_draft = slot >= context
         token = drafted[slot - context] if is_draft else None
-        dropped = chain_kept is not None and slot >= chain_kept
+        dropped = kept is not None and slot >= kept
         cells.append(CacheCell(slot, DRAFT if is_draft else READ, token, dropped))
     last = context + len(drafted) - 1
     # x_k is usually proposed, never fed (it stays in the text if every draft passed). An adaptive

@@ -210,7 +210,7 @@ class Stepper:
 
     def labels_for(self, trace: RoundTrace) -> dict[int, str]:
         """Labels of every token a round's charts name."""
-        ids = {*trace.drafted_tokens, trace.next_token, *trace.sibling_tokens, *trace.emitted_tokens}
+        ids = {*trace.drafted_tokens, trace.next_token, *trace.emitted_tokens}
         for position in trace.positions:
             ids.update(position.token_ids)
         if trace.tree is not None:  # every node, and the tokens each sibling test shows
@@ -248,13 +248,6 @@ class Stepper:
                     )
                 elif trace.is_bonus:
                     origin, detail = BONUS, f"round {trace.index + 1}: bonus token drawn from p"
-                elif i > trace.num_accepted:  # after a kept second choice (core.siblings)
-                    origin = BONUS
-                    detail = f"round {trace.index + 1}: the target's token after the kept second choice"
-                elif trace.kept_sibling is not None:
-                    origin = RESAMPLED
-                    detail = (f"round {trace.index + 1}: the target's token at the rejection, the draft's "
-                              "second choice, verified in the same pass")
                 else:
                     origin = RESAMPLED
                     detail = f"round {trace.index + 1}: drawn from the residual after a rejection"

@@ -288,26 +288,6 @@ def test_home_draws_the_round_and_links_each_step_to_its_page(tiny_pair_dirs):
     assert {"rounds", "idle-machine", "rule-trial", "guarantee", "speedup"} <= set(links), links
 
 
-@pytest.mark.slow  # about a second on a 2-core machine: the whole suite runs it
-def test_second_choices_show_beside_the_drafts_at_temperature_0(tiny_pair_dirs):
-    at = make_app(tiny_pair_dirs, ROUNDS, temperature=0.0, siblings=True, seed=0)
-    assert at.toggle(key="w_siblings").value and not at.toggle(key="w_siblings").disabled
-    for _ in range(12):  # step until the round shown verified a second choice
-        at.button(key="b_step").click().run()
-        if at.session_state["stepper"].traces[-1].sibling_positions:
-            break
-    assert_clean(at)
-    stepper = at.session_state["stepper"]
-    assert stepper.settings.siblings
-    assert stepper.traces[-1].sibling_positions, "no round verified a second choice in 12 rounds"
-    at.segmented_control(key="stage").set_value(5).run()
-    html = " ".join(m.value for m in at.markdown)
-    assert "second choices in the pass" in html
-    # Above temperature 0 the toggle is off the table: rounds verify chains.
-    at = make_app(tiny_pair_dirs, ROUNDS, temperature=1.0, siblings=True)
-    assert at.toggle(key="w_siblings").disabled
-
-
 def test_out_of_memory_in_a_round_is_one_message_with_what_to_try(tiny_pair_dirs, monkeypatch):
     import torch
 

@@ -9,8 +9,7 @@ from streamlit.testing.v1 import AppTest
 from specdec.views.charts.style import PRESENTER_SCALE, PROJECTOR_MIN_SIZE, TEXT_SIZE, for_projector, styled
 
 EVERYDAY = ["Drafter", "Draft length γ", "Temperature (0 = greedy)", "Acceptance rule"]
-MACHINERY = ["Price each draft by this machine's passes", "Stop drafting below this confidence",
-             "Second choices beside the drafts (temperature 0)"]
+MACHINERY = ["Price each draft by this machine's passes", "Stop drafting below this confidence"]
 
 
 def app(tiny_pair_dirs, **params) -> AppTest:

@@ -1,7 +1,6 @@
 """The batched loop on tiny random models: a batch of one is the single loop, every row is its own
 single run, rows leave, ragged caches give each row its own logits, and T > 0 keeps the target's law."""
 
-from dataclasses import replace
 
 import pytest
 import torch
@@ -43,8 +42,7 @@ def drafters(kind, draft_model, vocab, rows):
 
 
 def single_runs(target_model, make_drafter, vocab, prompts, settings, seeds, stop=frozenset()):
-    """The single loop with chains, as a batch verifies (no second choices: core.siblings)."""
-    settings = replace(settings, siblings=False)
+    """The single loop, with chains as a batch verifies them."""
     return [list(speculative_rounds(CachedModel(target_model, vocab), make_drafter(), prompt, settings,
                                     torch.Generator().manual_seed(seed), stop, detail=False))
             for prompt, seed in zip(prompts, seeds, strict=True)]

@@ -100,23 +100,20 @@ def test_a_race_names_each_row_by_its_drafter_and_draft_length():
 
 def test_a_race_length_makes_a_row_of_its_own_and_never_the_default_row():
     methods = race_methods(["ngram+bundled:A"], adaptive=True,
-                           lengths=[(3, 0.1, None, None), (5, None, None, None), (6, 0.1, False, None),
-                                    (6, None, None, False)])
+                           lengths=[(3, 0.1, None), (5, None, None), (6, 0.1, False)])
     assert [m.label for m in methods[1:]] == ["n-gram, then model, adaptive",
                                               "n-gram, then model, adaptive, γ 3, threshold 0.1",
                                               "n-gram, then model, adaptive, γ 5",
-                                              "n-gram, then model, adaptive, γ 6, threshold 0.1, passes free",
-                                              "n-gram, then model, adaptive, γ 6, chains only"]
+                                              "n-gram, then model, adaptive, γ 6, threshold 0.1, passes free"]
     assert methods[2].name == "ngram+bundled:A, adaptive, γ 3, threshold 0.1"
     own = Settings(gamma=4, draft_threshold=0.2, adaptive=False)
     assert (methods[2].settings(own).gamma, methods[2].settings(own).draft_threshold) == (3, 0.1)
     assert methods[3].settings(own).draft_threshold == 0.2 and methods[1].settings(own).adaptive
     assert methods[2].settings(own).price_drafts and not methods[4].settings(own).price_drafts
-    assert methods[4].settings(own).siblings and not methods[5].settings(own).siblings
     assert default_method(methods, "ngram+bundled:A", adaptive=True) == "n-gram, then model, adaptive"
-    assert parse_race_lengths("3:0.1, 5,6:0.1:free") == [(3, 0.1, None, None), (5, None, None, None),
-                                                         (6, 0.1, False, None)]
-    for bad in ("", "a", "3:x", "0", "3:1", "3:-0.1", "6:0.1:cheap", "6:0.1:free:x", "6::chain:chain"):
+    assert parse_race_lengths("3:0.1, 5,6:0.1:free") == [(3, 0.1, None), (5, None, None), (6, 0.1, False)]
+    for bad in ("", "a", "3:x", "0", "3:1", "3:-0.1", "6:0.1:cheap", "6:0.1:free:x", "6::tree",
+                "6::free:free"):
         with pytest.raises(SpecDecError):
             parse_race_lengths(bad)
 

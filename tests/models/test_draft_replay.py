@@ -117,8 +117,8 @@ def test_the_replay_of_the_default_rule_follows_the_engine(bundled_pair, monkeyp
     prompts = [("code", json.loads(HELD_OUT_PROMPT_SETS["code"].read_text())["prompts"][0]),
                ("prose", json.loads(HELD_OUT_PROMPT_SETS["prose"].read_text())["prompts"][0])]
     answers = replay_script.record(bundled_pair, prompts, 48)
-    # The replay replays chains: no second choices beside the drafts (core.siblings).
-    settings = Settings(sampling=SamplingConfig(temperature=0.0), max_new_tokens=48, siblings=False)
+    # The replay replays chains, as the engine drafts them by default.
+    settings = Settings(sampling=SamplingConfig(temperature=0.0), max_new_tokens=48)
     for answer in answers:
         traces = generate(bundled_pair, answer.token_ids[: answer.start], settings, detail=False).rounds
         _, _, rounds = replay_script.replay(answer, "default", AVX2, 0.1, UNCALIBRATED, 48)

@@ -1,6 +1,5 @@
 """Chart builders on hand-built traces: no model, no Streamlit."""
 
-from dataclasses import replace
 
 from hand_traces import LABELS, position, trace
 
@@ -77,9 +76,4 @@ def test_timeline_gives_each_draft_its_fate_and_each_round_its_added_token():
     assert "data" not in spec and "datasets" not in spec  # the rows go beside the spec, the same every Step
     assert charts.timeline_chart([], LABELS, shown=-1).spec == spec
     assert spec["params"][0]["name"] == charts.TIMELINE_PICK
-    # A kept second choice (the resampled token) brings the token after it: one cell more, a bonus.
-    sibling = replace(rejected, next_token=4, emitted_tokens=[1, 4, 2], sibling_positions=[1],
-                      sibling_tokens=[4], kept_sibling=0)
-    cells = [(r["slot"], r["fate"], r["token"]) for r in charts.timeline_rows([sibling], LABELS)]
-    assert cells[3:] == [(4, "resampled", LABELS[4]), (5, "bonus", LABELS[2])]
     assert spec["params"][0]["select"]["fields"] == ["round"]

@@ -86,8 +86,7 @@ def test_speedup_report_by_hand():
     from specdec.measure.timing import TimedRun, speedup_report
 
     trace = SimpleNamespace(num_drafted=4, num_accepted=4, num_tested=4, emitted_tokens=[1, 2, 3, 4, 5],
-                            draft_seconds=0.04, verify_seconds=0.15, sibling_positions=[],
-                            kept_sibling=None)
+                            draft_seconds=0.04, verify_seconds=0.15, tree=None)
     spec = TimedRun("speculative", [1] * 10, 0.4, [trace, trace], [0.2, 0.2], True)
     plain = TimedRun("target only", [1] * 10, 1.0, [], [0.1] * 10, True)
     report = speedup_report(spec, plain)

@@ -198,10 +198,6 @@ def timeline_rows(traces: list[RoundTrace], labels: dict[int, str], shown: int =
         rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 1,
                      "fate": "bonus" if trace.is_bonus else "resampled",
                      "token": labels.get(trace.next_token, ""), "shown": trace.index == shown})
-        if trace.kept_sibling is not None and len(trace.emitted_tokens) > trace.num_accepted + 1:
-            # The resampled token was the draft's kept second choice: the token after it came free.
-            rows.append({"round": trace.index + 1, "slot": trace.num_drafted + 2, "fate": "bonus",
-                         "token": labels.get(trace.emitted_tokens[-1], ""), "shown": trace.index == shown})
     return rows
 
 
