@@ -170,11 +170,12 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
     while their chance pays for them (EAGLE-2 ranks a tree's nodes by the draft's confidence so).
 
     A node's chance is its parent's times q's mass on its candidate. It joins, likeliest first, where
-    that beats its price, as a chain's draft must (core.drafters.stop_thresholds): the first node of a
-    level pays a drafting step, and every node the token it adds to the target's pass. A pass grows
-    dearer in steps (a layout packs tokens in groups), so a node pays the growth spread over the tokens
-    up to the cheapest next step, as a chain drafts past a step where the drafts beyond pay it back;
-    never less than NODE_FLOOR. Whether the j-th candidate at a node joins is decided from q's j-th
+    it raises the round's tokens per unit of cost: where its chance beats its price times the tokens
+    the round expects per unit of cost so far, and never below NODE_FLOOR. Its price is what it adds
+    to the round: one more token in the target's pass, and for the first node of a level a drafting
+    step. (Cheaper prices, the pass's growth spread to its next step or a chain's threshold without
+    the tokens-per-cost factor, grew bigger trees that ran slower here: docs/LOG.md, "Token trees
+    raced against the chain".) Whether the j-th candidate at a node joins is decided from q's j-th
     largest probability, before it is drawn: a candidate kept only when the token drawn was likely would
     no longer be a draw from q, and the rule would not be exact.
     """
@@ -184,6 +185,7 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
     fed: list[int] = []
     fed_index: dict[int, int] = {}
     costs = budget.pass_costs
+    expected, cost = 1.0, costs[0]  # tokens per round and its cost: the pass over the root alone
     frontier = [0]
     for depth in range(1, budget.depth + 1):
         offers = sorted(((chances[node] * float(value), node, rank) for node in frontier
@@ -194,11 +196,11 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
             size = len(tokens) + sum(counts.values())  # tokens in the pass before this one joins
             if size > budget.nodes or rank != counts[node]:
                 break
-            growth = min((costs[size - 1 + n] - costs[size - 1]) / n for n in range(1, len(costs) - size + 1))
-            price = growth + (budget.step_price if not counts and depth > 1 else 0.0)
-            if chance <= max(NODE_FLOOR, price):
+            price = costs[size] - costs[size - 1] + (budget.step_price if not counts and depth > 1 else 0.0)
+            if chance <= max(NODE_FLOOR, price * expected / cost):
                 break
             counts[node] += 1
+            expected, cost = expected + chance, cost + price
         level = []
         for node in frontier:
             if not counts[node]:
