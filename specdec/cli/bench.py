@@ -264,8 +264,7 @@ def run_bench_sets(
 ) -> dict:
     """Every method on every prompt (see the module's docstring) -> the report `format_bench_table` prints.
     `race`: only these drafters, at the settings' draft length, at each of `race_lengths` and with each
-    of `race_trees`. Every
-    drafter is loaded once before the first timed run."""
+    of `race_trees`. Every drafter is loaded once before the first timed run."""
     drafters = race or bench_drafters(pair)
     for drafter in drafters:  # load each drafter once: later switches between them load nothing
         pair = pair.with_drafter(drafter)
