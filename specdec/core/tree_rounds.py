@@ -119,6 +119,34 @@ def copied_tree(token_ids: list[int], copied: list[int], vocab_size: int) -> Dra
     return DraftedTree([token_ids[-1], *copied], list(range(-1, len(copied))), draft_probs, [])
 
 
+def root_only(draft: CachedModel, token_ids: list[int], sampling) -> DraftedTree:
+    """A tree to grow: the root (the context's last token) and its q, once the draft has read what it
+    had not seen of the context."""
+    logits = draft.extend(token_ids[draft.cache_length :], keep_last=1)
+    return DraftedTree([token_ids[-1]], [-1], {0: warp_probs(logits, sampling)[0].cpu()}, [])
+
+
+def candidates_at(q: torch.Tensor, count: int, greedy: bool, rule: TreeRule, generator: torch.Generator):
+    """A node's `count` candidates from its q: q's top tokens at T = 0, else the rule's draw."""
+    return top_of(q, count) if greedy else rule.draw(q, count, generator)
+
+
+def feed_level(draft: CachedModel, tree: DraftedTree, nodes: list[int], sampling) -> None:
+    """Feed `nodes` (one level of the tree) through the draft in one pass after the nodes fed before
+    (tree.draft_fed, in the draft's cache in that order), each seeing its ancestors only; their q join
+    tree.draft_probs."""
+    tree.draft_fed.extend(nodes)
+    # The draft's tree so far: each fed node's parent among the fed ones (-1: the root, in the cache).
+    fed_at = {node: i for i, node in enumerate(tree.draft_fed)}
+    fed_parents = [fed_at.get(tree.parents[node], -1) for node in tree.draft_fed]
+    if len(nodes) == 1 and fed_parents[-1] == len(fed_parents) - 2:  # a chain so far: a plain step
+        logits = draft.extend([tree.tokens[nodes[0]]])
+    else:
+        logits = draft.extend_tree([tree.tokens[node] for node in nodes], fed_parents)
+    for node, row in zip(nodes, warp_probs(logits, sampling).cpu(), strict=True):
+        tree.draft_probs[node] = row
+
+
 def draft_tree(draft: CachedModel, token_ids: list[int], shape: TreeShape, greedy: bool, rule: TreeRule,
                sampling, generator: torch.Generator) -> DraftedTree:
     """Step 1: grow `shape` with the draft model, one draft pass per level of the tree.
@@ -127,41 +155,27 @@ def draft_tree(draft: CachedModel, token_ids: list[int], shape: TreeShape, greed
     missing children and what hangs below them are dropped). Only nodes with children are fed to the
     draft: a leaf's q is never needed.
     """
-    logits = draft.extend(token_ids[draft.cache_length :], keep_last=1)  # the root's q
-    tokens, parents = [token_ids[-1]], [-1]
-    draft_probs = {0: warp_probs(logits, sampling)[0].cpu()}
+    tree = root_only(draft, token_ids, sampling)
+    tokens, parents = tree.tokens, tree.parents
     placed = {0: 0}  # shape node -> tree node
-    fed: list[int] = []
-    fed_index: dict[int, int] = {}
     depths = shape.depths
     for depth in range(1, max(depths) + 1):
         level = []
         for parent in (n for n, d in enumerate(depths) if d == depth - 1 and n in placed):
             children = shape.children(parent)
-            q = draft_probs.get(placed[parent])
+            q = tree.draft_probs.get(placed[parent])
             if not children or q is None:
                 continue
-            candidates = top_of(q, len(children)) if greedy else rule.draw(q, len(children), generator)
+            candidates = candidates_at(q, len(children), greedy, rule, generator)
             for child, token in zip(children, candidates, strict=False):
                 placed[child] = len(tokens)
                 tokens.append(token)
                 parents.append(placed[parent])
                 level.append(child)
         to_feed = [placed[c] for c in level if shape.children(c)]
-        if not to_feed:
-            continue
-        for node in to_feed:
-            fed_index[node] = len(fed)
-            fed.append(node)
-        # The draft's tree so far: each fed node's parent among the fed ones (-1: the root, in the cache).
-        fed_parents = [fed_index.get(parents[node], -1) for node in fed]
-        if len(to_feed) == 1 and fed_parents[-1] == len(fed) - 2:  # a chain so far: a plain step
-            logits = draft.extend([tokens[to_feed[0]]])
-        else:
-            logits = draft.extend_tree([tokens[node] for node in to_feed], fed_parents)
-        for node, row in zip(to_feed, warp_probs(logits, sampling).cpu(), strict=True):
-            draft_probs[node] = row
-    return DraftedTree(tokens, parents, draft_probs, fed)
+        if to_feed:
+            feed_level(draft, tree, to_feed, sampling)
+    return tree
 
 
 def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, greedy: bool, rule: TreeRule,
@@ -179,17 +193,14 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
     largest probability, before it is drawn: a candidate kept only when the token drawn was likely would
     no longer be a draw from q, and the rule would not be exact.
     """
-    logits = draft.extend(token_ids[draft.cache_length :], keep_last=1)  # the root's q
-    tokens, parents, chances = [token_ids[-1]], [-1], [1.0]
-    draft_probs = {0: warp_probs(logits, sampling)[0].cpu()}
-    fed: list[int] = []
-    fed_index: dict[int, int] = {}
+    tree = root_only(draft, token_ids, sampling)
+    tokens, parents, chances = tree.tokens, tree.parents, [1.0]
     costs = budget.pass_costs
     expected, cost = 1.0, costs[0]  # tokens per round and its cost: the pass over the root alone
     frontier = [0]
     for depth in range(1, budget.depth + 1):
         offers = sorted(((chances[node] * float(value), node, rank) for node in frontier
-                         for rank, value in enumerate(draft_probs[node].topk(budget.width).values)),
+                         for rank, value in enumerate(tree.draft_probs[node].topk(budget.width).values)),
                         key=lambda offer: (-offer[0], offer[1], offer[2]))
         counts: Counter[int] = Counter()
         for chance, node, rank in offers:
@@ -205,9 +216,8 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
         for node in frontier:
             if not counts[node]:
                 continue
-            q = draft_probs[node]
-            candidates = top_of(q, counts[node]) if greedy else rule.draw(q, counts[node], generator)
-            for token in candidates:
+            q = tree.draft_probs[node]
+            for token in candidates_at(q, counts[node], greedy, rule, generator):
                 level.append(len(tokens))
                 tokens.append(token)
                 parents.append(node)
@@ -216,17 +226,8 @@ def grow_tree(draft: CachedModel, token_ids: list[int], budget: TreeBudget, gree
         frontier = [node for node in level if chances[node] > NODE_FLOOR]
         if not frontier or depth == budget.depth or len(tokens) > budget.nodes:
             break
-        for node in frontier:
-            fed_index[node] = len(fed)
-            fed.append(node)
-        fed_parents = [fed_index.get(parents[node], -1) for node in fed]
-        if len(frontier) == 1 and fed_parents[-1] == len(fed) - 2:  # a chain so far: a plain step
-            logits = draft.extend([tokens[frontier[0]]])
-        else:
-            logits = draft.extend_tree([tokens[node] for node in frontier], fed_parents)
-        for node, row in zip(frontier, warp_probs(logits, sampling).cpu(), strict=True):
-            draft_probs[node] = row
-    return DraftedTree(tokens, parents, draft_probs, fed)
+        feed_level(draft, tree, frontier, sampling)
+    return tree
 
 
 @dataclass(frozen=True)
