@@ -14,6 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
+def mini_set(folder: Path, *prompts: str) -> Path:
+    """A prompt set named "mini" of these prompts, as bench's --prompt-set reads one."""
+    path = folder / "mini.json"
+    path.write_text(json.dumps({"name": "mini", "prompts": list(prompts)}))
+    return path
+
+
 def test_generate_json_shape(capsys, tiny_pair_dirs):
     code, out, _ = run_cli(capsys, "generate", "--prompt", "def add(a, b):", "--json",
                            "--max-new-tokens", "12", "--gamma", "3", "--num-samples", "2",
@@ -106,8 +113,7 @@ def test_real_process_prints_no_traceback(tiny_pair_dirs):
 
 @pytest.mark.slow  # over a second on a 2-core machine: the whole suite runs it
 def test_bench_json_has_ratios(capsys, tiny_pair_dirs, tmp_path):
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):", "for i in"]}))
+    prompt_set = mini_set(tmp_path, "def add(a, b):", "for i in")
     output = tmp_path / "bench.json"
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json",
                            "--output", output, "--max-new-tokens", "8", "--temperature", "0",
@@ -142,8 +148,7 @@ def test_feature_head_folder_drafts_exactly_and_is_benched(capsys, tiny_pair_dir
     assert {r["drafted_by"] for r in outputs[0]["rounds"]} == {"feature head"}
     read = [r["head_read"] for r in outputs[0]["rounds"]]
     assert read[0]["feature"] and all(r is None or r["feature"] for r in read)  # None: no room to draft
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json",
                            "--max-new-tokens", "8", *head)
     assert code == 0
@@ -154,8 +159,7 @@ def test_feature_head_folder_drafts_exactly_and_is_benched(capsys, tiny_pair_dir
 
 
 def test_bench_race_runs_only_the_named_drafters(capsys, tiny_pair_dirs, tmp_path):
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     race = f"ngram+{tiny_pair_dirs['head']},{tiny_pair_dirs['draft']}"
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race", race,
                            "--max-new-tokens", "8", "--target-model", tiny_pair_dirs["target"])
@@ -169,8 +173,7 @@ def test_bench_race_runs_only_the_named_drafters(capsys, tiny_pair_dirs, tmp_pat
 
 
 def test_bench_race_lengths_run_each_drafter_at_its_own_draft_length_too(capsys, tiny_pair_dirs, tmp_path):
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
                            tiny_pair_dirs["draft"], "--race-lengths", "1,3:0.5", "--max-new-tokens", "12",
                            "--draft-threshold", "0", "--target-model", tiny_pair_dirs["target"])
@@ -191,8 +194,7 @@ def test_bench_race_lengths_run_each_drafter_at_its_own_draft_length_too(capsys,
 
 
 def test_bench_race_trees_run_each_drafter_with_a_tree_beside_its_chain(capsys, tiny_pair_dirs, tmp_path):
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
                            tiny_pair_dirs["draft"], "--race-trees", "6", "--max-new-tokens", "12",
                            "--temperature", "1", "--target-model", tiny_pair_dirs["target"])
@@ -213,8 +215,7 @@ def test_bench_races_priced_drafts_against_passes_counted_free(capsys, tiny_pair
     """Where one more token costs the target's pass 8 plain steps no draft pays: the default (priced)
     drafts nothing, while its control with passes counted free drafts; the report says the costs."""
     monkeypatch.setenv("SPECDEC_PASS_COSTS", "1,9")
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--json", "--race",
                            tiny_pair_dirs["draft"], "--race-lengths", "4:0.1:free", "--max-new-tokens", "12",
                            "--gamma", "4", "--target-model", tiny_pair_dirs["target"])
@@ -227,8 +228,7 @@ def test_bench_races_priced_drafts_against_passes_counted_free(capsys, tiny_pair
 
 
 def test_bench_table_and_bad_prompt_set(capsys, tiny_pair_dirs, tmp_path):
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set = mini_set(tmp_path, "for i in")
     code, out, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--no-hf",
                            "--max-new-tokens", "6", "--drafter", "ngram",
                            "--target-model", tiny_pair_dirs["target"])
@@ -275,8 +275,7 @@ def test_assisted_runs_in_bench_print_no_transformers_warning(caplog, tiny_pair_
 def test_bench_names_its_cpu_and_marks_the_default_row(capsys, tiny_pair_dirs, tmp_path, monkeypatch):
     """Speed figures differ between CPU kinds: the report says which CPU, and which row is the default."""
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # as when measuring for a CPU without AVX-512
-    prompt_set = tmp_path / "mini.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["def add(a, b):"]}))
+    prompt_set = mini_set(tmp_path, "def add(a, b):")
     args = ["bench", "--no-chat", "--prompt-set", prompt_set, "--max-new-tokens", "4", "--temperature", "0",
             "--no-hf", "--target-model", tiny_pair_dirs["target"], "--drafter", "ngram"]
     code, out, _ = run_cli(capsys, *args, "--json")
@@ -313,8 +312,7 @@ def test_bench_names_the_gpu_in_its_header_and_json_when_one_ran(capsys, tiny_pa
 
     from specdec.cli.bench_report import format_bench_table
 
-    prompt_set, output = tmp_path / "mini.json", tmp_path / "report.json"
-    prompt_set.write_text(json.dumps({"name": "mini", "prompts": ["for i in"]}))
+    prompt_set, output = mini_set(tmp_path, "for i in"), tmp_path / "report.json"
     code, _, _ = run_cli(capsys, "bench", "--no-chat", "--prompt-set", prompt_set, "--no-hf", "--json",
                          "--max-new-tokens", "4", "--drafter", "ngram", "--output", output,
                          "--target-model", tiny_pair_dirs["target"])
