@@ -42,7 +42,7 @@ from app_pages.sidebar import (  # noqa: F401 - re-exported for the pages
 )
 from specdec.measure import eta
 from specdec.views.charts.style import for_projector
-from specdec.views.kvcache import DRAFT, NOT_FED, READ, SIBLING, CacheRow
+from specdec.views.kvcache import DRAFT, NOT_FED, OTHER_BRANCH, READ, CacheRow
 from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED, OutputToken
 
 CHART_CONFIG = {"displayModeBar": False}  # every chart: no Plotly toolbar over a teaching figure
@@ -233,9 +233,9 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
 
 def cache_strip(rows: list[CacheRow], label) -> str:
     """The KV caches as rows of cells (see specdec.views.kvcache); `label(token_id)` names drafted tokens."""
-    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", SIBLING: "sd-sibling"}
+    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", OTHER_BRANCH: "sd-sibling"}
     meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed",
-               SIBLING: "a candidate of the tree off the accepted path, beside the one at this position"}
+               OTHER_BRANCH: "a candidate of the tree off the accepted path, beside the one at this position"}
     lines = []
     for row in rows:
         steps = " → ".join(str(length) for length in row.lengths)

@@ -14,13 +14,13 @@ from specdec.core.records import DRAFTED_BY_LOOKUP, RoundTrace
 READ = "read"  # a token of the text the model had not seen yet (fed this round)
 DRAFT = "draft"  # a drafted token: fed by the draft to draft the next one; scored by the target
 NOT_FED = "not fed"  # the draft's last proposal: nothing is drafted after it, so it is never fed
-SIBLING = "other branch"  # a tree's node off the accepted path, scored by the target (core.tree_rounds)
+OTHER_BRANCH = "other branch"  # a tree's node off the accepted path, scored by the target (core.tree_rounds)
 
 
 @dataclass(frozen=True)
 class CacheCell:
     position: int  # 0-based position in the sequence
-    kind: str  # READ, DRAFT, NOT_FED or SIBLING
+    kind: str  # READ, DRAFT, NOT_FED or OTHER_BRANCH
     token: int | None  # the drafted token at this position, where it is one
     dropped: bool  # removed by the roll-back (shown greyed)
 
@@ -74,7 +74,7 @@ def _tree_cells(trace: RoundTrace, start: int, stop: int, kept: int | None, *,
     for slot in range(start, stop):
         node = slot - start
         position = trace.context_length - 1 + depth[node]
-        kind = READ if node == 0 else (DRAFT if node in on_path or kept is None else SIBLING)
+        kind = READ if node == 0 else (DRAFT if node in on_path or kept is None else OTHER_BRANCH)
         cells.append(CacheCell(position, kind, tree.tokens[node] if node else None,
                                kept is not None and node not in on_path))
     return cells

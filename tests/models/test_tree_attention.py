@@ -128,4 +128,4 @@ def test_the_cache_strip_draws_the_other_branches_and_keeps_only_the_path(sharp_
         assert target_row.kept == trace.caches.target_kept  # the strip's kept length is the cache's own
         kept = [c for c in target_row.cells if not c.dropped]
         assert [c.token for c in kept[1:]] == [trace.tree.tokens[node] for node in trace.tree.path]
-        assert all(c.kind == kvcache.SIBLING for c in target_row.cells if c.dropped)
+        assert all(c.kind == kvcache.OTHER_BRANCH for c in target_row.cells if c.dropped)
