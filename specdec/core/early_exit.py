@@ -26,6 +26,7 @@ one cache holds verified tokens only and is rolled back once, by the target.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 
 import torch
@@ -99,26 +100,32 @@ class EarlyExitDrafter:
     """The target's first L layers, an optional trained adapter, and the target's norm and head.
 
     It holds no weights and no cache for layers 1..L: it runs the target's modules on the run's target
-    cache (`target`, a CachedModel), and its only cache is the adapter's. With an adapter, the target
-    keeps its hidden state after layer L at every verified position (`keep_layer`), and the adapter
-    reads those, as a feature head reads the target's last ones; positions it drafted from are
-    forgotten at every roll-back and read again from the target's.
+    cache (`target`, a CachedModel), and its only cache is the adapter's. The adapter keeps its entries
+    for the drafts that survive: it fed them itself, through layers 1..L on the target's cache. For the
+    positions it never fed (the prompt; the last draft when every draft survives) it reads the target's
+    hidden state after layer L, which the target keeps at every verified position (`keep_layer`).
     """
 
     def __init__(self, target: CachedModel, layers: int, reduced: ReducedHead | None = None,
                  adapter: nn.Module | None = None, name: str | None = None,
-                 step: Callable[[DynamicCache, torch.Tensor], torch.Tensor] | None = None):
-        """`step(cache, fused input (1, 1, hidden))` -> (1, hidden): one position through the adapter's
-        decoder, where the loader has a faster way than its forward (kernels.decoder_step.embedded_step)."""
+                 step: Callable[[DynamicCache, torch.Tensor], torch.Tensor] | None = None,
+                 shallow: Callable[[DynamicCache, int], torch.Tensor] | None = None,
+                 linear: type[nn.Linear] | None = None):
+        """Where the loader has faster ways than the library's calls: `step(cache, fused input (1, 1,
+        hidden))` -> (1, hidden), one position through the adapter's decoder
+        (kernels.decoder_step.embedded_step); `shallow(cache, token id)` -> (1, 1, hidden), a token through
+        layers 1..L on the target's cache (kernels.decoder_step.shallow_step, maybe through a copy of those
+        layers rounded to int8: it changes q, not the cache's verified entries); `linear`, the class the
+        reduced head multiplies with (by default its adapter's, or its target's)."""
         if adapter is not None and target.keep_layer != layers:
             raise ValueError("an exit adapter reads the target's layer L: make the target with keep_layer=L")
         self.name = name or f"early exit after layer {layers}"
         self.target, self.layers, self.reduced, self.adapter = target, layers, reduced, adapter
         self.decoder = target.model.get_decoder()
         self.cache = DynamicCache(config=adapter.config) if adapter is not None else None
-        self.true_length = 0  # adapter positions read from the target's own layer-L states
-        self.linear = linear_kind(adapter if adapter is not None else target.model)
+        self.linear = linear or linear_kind(adapter if adapter is not None else target.model)
         self.step = step
+        self.shallow = shallow or functools.partial(shallow_layers, self.decoder, layers=layers)
 
     def _embeddings(self, token_ids: list[int]) -> torch.Tensor:
         """(1, tokens, hidden): the target's own embeddings of the tokens."""
@@ -128,7 +135,7 @@ class EarlyExitDrafter:
     @torch.inference_mode()
     def _logits(self, token_id: int) -> torch.Tensor:
         """q's logits (1, vocab) for the token after `token_id`, fed after everything cached."""
-        shallow = shallow_layers(self.decoder, self.target.cache, token_id, self.layers)
+        shallow = self.shallow(self.target.cache, token_id)
         if self.adapter is None:
             hidden = self.decoder.norm(shallow)[0]
         elif self.step is not None:
@@ -141,12 +148,12 @@ class EarlyExitDrafter:
 
     @torch.inference_mode()
     def _catch_up(self, token_ids: list[int], verified: int) -> None:
-        """The adapter reads the target's layer-L states for the positions verified since last round."""
-        self.rollback(min(self.true_length, verified))
-        if verified > self.true_length:
-            seen = slice(self.true_length, verified)
+        """The adapter reads the target's layer-L states for the verified positions it has not fed: the
+        prompt, and the last draft of a round whose drafts all survived."""
+        fed = self.cache.get_seq_length()
+        if verified > fed:
+            seen = slice(fed, verified)
             self.adapter(self._embeddings(token_ids[seen]), self.target.layer_states[None, seen], self.cache)
-        self.true_length = verified
 
     def propose(self, token_ids, num_tokens, sampling, generator, thresholds=()) -> Draft:
         verified = self.target.cache_length  # the target has seen every token but the last
@@ -160,15 +167,15 @@ class EarlyExitDrafter:
         finally:
             # The drafts' entries leave the shared layers before the target verifies: it recomputes
             # those positions through all its layers, and its cache must hold verified tokens only.
+            # The adapter's own entries stay until the roll-back: those of surviving drafts are kept.
             self.target.crop_layers(self.layers, verified)
-            self.rollback(self.true_length)
 
     def rollback(self, length: int) -> None:
-        """Keep the adapter's positions read from the target (the shared layers the target rolls back)."""
+        """Keep the adapter's entries for the first `length` tokens (the drafts that survived, which it
+        fed itself through layers 1..L, and what came before)."""
         if self.cache is None:
             return
-        self.true_length = min(self.true_length, length)
-        excess = self.cache.get_seq_length() - self.true_length
+        excess = self.cache.get_seq_length() - length
         if excess > 0:
             self.cache.crop(-excess)
 

@@ -6,7 +6,8 @@ its attention interface and wraps every output in records, for two layers. Writt
 less (docs/LOG.md, "A drafted token's price within rounds", times both with
 `scripts/round_breakdown.py`); the hidden states are the forward's (tests/models/test_decoder_step.py). The
 engine's one-token drafting steps go through `decoder_step` (`draft_step_by_hand`), and a feature head's
-through `embedded_step` (`head_step_by_hand`); every pass over more tokens, and every pass of the target,
+through `embedded_step` (`head_step_by_hand`), and an early exit's through `shallow_step` and
+`embedded_step`; every pass over more tokens, and every pass of the target,
 stays the library's own forward. The engine (core.cached_model, core.drafters) is handed these steps
 as callables when a run's drafter is made (models.pair); it never imports this module.
 
@@ -74,9 +75,25 @@ def embedded_step(decoder: nn.Module, cache: Cache, hidden: torch.Tensor) -> tor
     final norm -> (1, hidden), as `decoder(inputs_embeds=hidden, ...)` computes it. A draft feeds it a
     token's embedding (`decoder_step`); a feature head, the embedding fused with a feature
     (core.feature_head.FeatureHead.fuse)."""
+    return decoder.norm(layers_step(decoder.layers, decoder.rotary_emb, cache, hidden))[0]
+
+
+@torch.inference_mode()
+def shallow_step(decoder: nn.Module, layers: nn.ModuleList, cache: Cache, token_id: int) -> torch.Tensor:
+    """An early exit's drafting step (core.early_exit): a token's embedding in the target's `decoder`,
+    through `layers` (its first L layers, or a rounded copy of them) on the first L layers of the
+    target's `cache` -> the state after layer L (1, 1, hidden), before any norm."""
+    embedding = decoder.embed_tokens(torch.tensor([[token_id]], device=decoder.embed_tokens.weight.device))
+    return layers_step(layers, decoder.rotary_emb, cache, embedding)
+
+
+def layers_step(layers: nn.ModuleList, rotary_emb: nn.Module, cache: Cache, hidden: torch.Tensor
+                ) -> torch.Tensor:
+    """One position (1, 1, hidden) after the `cache`d ones through Llama decoder `layers` (cache layers
+    0, 1, ... in turn) -> the last layer's output (1, 1, hidden)."""
     position_ids = torch.tensor([[cache.get_seq_length()]], device=hidden.device)
-    cos, sin = decoder.rotary_emb(hidden, position_ids)
-    for index, layer in enumerate(decoder.layers):
+    cos, sin = rotary_emb(hidden, position_ids)
+    for index, layer in enumerate(layers):
         attention = layer.self_attn
         normed = layer.input_layernorm(hidden)
         heads = (1, 1, -1, attention.head_dim)  # (batch, position, heads, head_dim)
@@ -88,4 +105,4 @@ def embedded_step(decoder: nn.Module, cache: Cache, hidden: torch.Tensor) -> tor
         attended = F.scaled_dot_product_attention(query, key, value, scale=attention.scaling, enable_gqa=True)
         hidden = hidden + attention.o_proj(attended.transpose(1, 2).reshape(1, 1, -1))
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-    return decoder.norm(hidden)[0]
+    return hidden

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from specdec.core.cached_model import CachedModel
+from specdec.core.cached_model import CachedModel, linear_kind
 from specdec.core.drafters import Drafter, FeatureDrafter, LookupThenModelDrafter, ModelDrafter, NgramDrafter
 from specdec.core.early_exit import EarlyExitDrafter
 from specdec.errors import SpecDecError
@@ -14,6 +14,8 @@ from specdec.kernels.decoder_step import (
     embedded_step,
     head_step_by_hand,
     library_steps_asked,
+    shallow_step,
+    steps_by_hand,
 )
 from specdec.model_names import LOOKUP_FIRST, NGRAM, check_pair_names
 from specdec.models.exit_files import LoadedExit, is_exit, load_exit
@@ -97,10 +99,7 @@ class ModelPair:
         if self.exit is not None:
             if target is None:
                 raise ValueError("an early exit shares the run's target cache: pass new_target()'s")
-            adapter = self.exit.adapter
-            by_hand = adapter is not None and not library_steps_asked()
-            model = EarlyExitDrafter(target, self.exit.layers, self.exit.reduced, adapter, self.exit.name,
-                                     step=partial(embedded_step, adapter.decoder) if by_hand else None)
+            model = self._exit_drafter(target)
         elif self.head is not None:
             if target is None or not target.keep_features:
                 raise ValueError("a feature head needs the run's target, made by new_target()")
@@ -112,6 +111,21 @@ class ModelPair:
         else:
             return lookup
         return LookupThenModelDrafter(lookup, model) if self.lookup_first else model
+
+    def _exit_drafter(self, target: CachedModel) -> EarlyExitDrafter:
+        """The early exit on the run's target cache, with its steps by hand where the kernels have them;
+        it drafts through its int8 copy of the shallow layers where the loader made one."""
+        exit, adapter = self.exit, self.exit.adapter
+        decoder = self.target.model.get_decoder()
+        rounded = exit.drafting_layers
+        shallow = None
+        if rounded is not None or steps_by_hand(self.target.model):
+            drafting = rounded if rounded is not None else decoder.layers[: exit.layers]
+            shallow = partial(shallow_step, decoder, drafting)
+        by_hand = adapter is not None and not library_steps_asked()
+        return EarlyExitDrafter(target, exit.layers, exit.reduced, adapter, exit.name,
+                                step=partial(embedded_step, adapter.decoder) if by_hand else None,
+                                shallow=shallow, linear=linear_kind(rounded) if rounded is not None else None)
 
     @property
     def stop_token_ids(self) -> set[int]:

@@ -7,8 +7,9 @@ from tiny_models import tiny_model
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
 from specdec.core.cached_model import CachedModel
+from specdec.core.early_exit import shallow_layers
 from specdec.kernels import decoder_step as step_module
-from specdec.kernels.decoder_step import decoder_step, draft_step_by_hand, steps_by_hand
+from specdec.kernels.decoder_step import decoder_step, draft_step_by_hand, shallow_step, steps_by_hand
 from specdec.kernels.matmul import INT8, set_layout
 
 PROMPT = [5, 17, 42, 9, 120, 33, 7]
@@ -52,6 +53,22 @@ def test_a_step_by_hand_gives_the_librarys_hidden_states_and_cache(variant):
     for layer_by_hand, layer_library in zip(by_hand.layers, library.layers, strict=True):
         torch.testing.assert_close(layer_by_hand.keys, layer_library.keys)
         torch.testing.assert_close(layer_by_hand.values, layer_library.values)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_an_early_exits_step_by_hand_gives_the_librarys_shallow_state(layers):
+    """shallow_step (an early exit's drafting step through the target's first layers) against the
+    library's layer calls (core.early_exit.shallow_layers): the same state and the same entries in the
+    shared layers of the cache, the deeper layer untouched."""
+    model = tiny_model(300, seed=1, layers=3)
+    decoder = model.get_decoder()
+    by_hand, library = prefilled(model), prefilled(model)
+    for token_id in FED:
+        torch.testing.assert_close(shallow_step(decoder, decoder.layers[:layers], by_hand, token_id),
+                                   shallow_layers(decoder, library, token_id, layers))
+    for index, (layer_by_hand, layer_library) in enumerate(zip(by_hand.layers, library.layers, strict=True)):
+        torch.testing.assert_close(layer_by_hand.keys, layer_library.keys)
+        assert layer_by_hand.get_seq_length() == len(PROMPT) + (len(FED) if index < layers else 0)
 
 
 def test_a_step_without_positions_would_be_caught(monkeypatch):

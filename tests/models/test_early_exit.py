@@ -14,8 +14,10 @@ from tiny_models import tiny_model
 from specdec.config import SamplingConfig, Settings
 from specdec.core.cached_model import CachedModel, ReducedHead
 from specdec.core.early_exit import EarlyExitDrafter, ExitAdapter, adapter_config
+from specdec.core.records import STOP_CAP
 from specdec.core.rounds import speculative_rounds, target_only_steps
 from specdec.errors import SpecDecError
+from specdec.kernels.matmul import Int8OnlyLinear, int8_available
 from specdec.model_names import check_drafter_name, early_exit_layers
 
 EXIT = 2  # of the tiny target's 3 layers
@@ -133,6 +135,50 @@ def test_the_drafter_holds_no_copy_of_the_shared_layers(deep_target, vocab):
     per_position = own_cache / drafter.cache.get_seq_length()  # one layer's keys and values a position
     assert per_position * 3 == target_cache / target.cache_length  # next to the target's three layers
     assert drafter.cache_length == target.cache_length
+
+
+def test_the_adapter_keeps_its_own_entries_for_the_drafts_that_survive(deep_target, vocab, monkeypatch):
+    """The adapter feeds every drafted token it drafts after; of the verified positions it reads the
+    target's layer-L states only for those it never fed: the prompt, and a round's last draft when the
+    round stopped at its cap and every draft survived. So it reads far fewer than the tokens verified,
+    and the positions line up (every draft survives: test_greedy_output_is_the_targets)."""
+    fed = []  # positions each catch-up read from the target's states
+    catch_up = EarlyExitDrafter._catch_up
+
+    def spy(self, token_ids, verified):
+        before = self.cache.get_seq_length()
+        catch_up(self, token_ids, verified)
+        fed.append(self.cache.get_seq_length() - before)
+
+    monkeypatch.setattr(EarlyExitDrafter, "_catch_up", spy)
+    traces, target, drafter, _ = exit_run(deep_target, vocab, SamplingConfig(temperature=1.0), True,
+                                          max_new_tokens=40, gamma=2)
+    assert fed[0] == len(PROMPT) - 1  # the prompt, read from the target's states
+    unfed = [int(t.num_accepted == t.num_drafted and t.draft_stop == STOP_CAP) for t in traces[:-1]]
+    assert fed[1:] == unfed  # after that, the last draft of a round that stopped at its cap, all kept
+    assert 0 < sum(unfed) < len(unfed)  # both kinds of round happened
+
+
+@pytest.mark.skipif(not int8_available(), reason="this torch has no int8 weight product")
+def test_on_a_cpu_an_exit_drafts_through_int8_rows_of_its_own_and_keeps_the_targets_output(tiny_pair_dirs):
+    """With an fp32 target on a CPU, the loader rounds a copy of layers 1..L to int8 and keeps only the
+    int8 rows (a quarter of the fp32 bytes); the target's layers are untouched, and the output is the
+    target's."""
+    from specdec.models.pair import ModelPair
+    from specdec.models.runs import generate
+
+    pair = ModelPair.load(tiny_pair_dirs["target"], "early:1")
+    target_layer = pair.target.model.get_decoder().layers[0]
+    copy = pair.exit.drafting_layers[0]
+    assert type(target_layer.mlp.up_proj) is not Int8OnlyLinear
+    assert all(isinstance(m, Int8OnlyLinear) for m in copy.modules() if isinstance(m, torch.nn.Linear))
+    fp32_bytes = sum(p.numel() * 4 for p in target_layer.parameters())
+    assert fp32_bytes / 5 < pair.exit.own_bytes < fp32_bytes / 3  # int8 rows, their scales, the norms
+    assert "int8 copy" in pair.exit.describe()
+    prompt = pair.encode_prompt("Hello there", chat=False)
+    settings = Settings(sampling=SamplingConfig(temperature=0), max_new_tokens=24)
+    assert generate(pair, prompt, settings).token_ids == generate(pair, prompt, settings,
+                                                                  speculative=False).token_ids
 
 
 def test_early_exit_names_are_checked_before_any_load():

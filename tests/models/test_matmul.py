@@ -96,6 +96,28 @@ def test_an_int8_linear_computes_nearly_what_linear_computes(rows, bias):
     assert set(copy.deepcopy(layer).state_dict()) == set(layer.state_dict())  # the fp32 weight stays
 
 
+@needs_int8
+@pytest.mark.parametrize("bias", [False, True])
+def test_an_int8_only_linear_computes_what_int8_computes_and_keeps_no_fp32_weight(bias):
+    """An early exit's layers keep their int8 rows alone: the same numbers as Int8Linear, a quarter of
+    the bytes, and no plain weight to train through or to lay out again."""
+    layer = nn.Linear(32, 80, bias=bias)
+    x = torch.randn(2, 3, 32)
+    with torch.inference_mode():
+        matmul.set_layout(layer, matmul.INT8)
+        expected = layer(x)
+        matmul.keep_int8_only(layer)
+        got = layer(x)
+    assert isinstance(layer, matmul.Int8OnlyLinear) and matmul.layout_of(layer) == matmul.INT8
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert layer.weight.shape == (80, 32) and layer.weight.untyped_storage().nbytes() == 4  # a stand-in
+    assert layer.int8_rows.dtype == torch.int8 and layer.int8_rows.numel() == 80 * 32
+    matmul.set_layout(layer, matmul.PACKED)  # a layout change passes it by: it has no weight to lay out
+    assert isinstance(layer, matmul.Int8OnlyLinear)
+    with pytest.raises(RuntimeError, match="no weights to train"):
+        layer(x.requires_grad_())
+
+
 def test_int8_weights_round_each_row_to_its_own_scale():
     weight = torch.randn(5, 16) * torch.tensor([1e-3, 1.0, 10.0, 100.0, 0.0])[:, None]  # a zero row too
     rounded, scales = matmul.int8_weights(weight)
