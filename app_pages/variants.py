@@ -38,7 +38,9 @@ EARLY_EXIT_WORDS = (
     "and output head. Verification runs every layer. The draft's layers *are* the target's first layers, "
     "so their keys and values for every verified token are already in the target's KV cache. The draft "
     "reads that one cache and writes its drafts into it; they are cut off again before the target "
-    "verifies. Nothing is held twice."
+    "verifies. The cache is never held twice. (With an fp32 target on a CPU, a drafted token goes through "
+    "a copy of those L layers rounded to int8: reading the weights is what a token costs there, and int8 "
+    "is a quarter of fp32's bytes. It changes q, never the verified entries in the cache.)"
 )
 EXIT_ADAPTER_WORDS = (
     "Untrained (`early:L`, the *early exit* lane above), layer L's state is not what the output head was "

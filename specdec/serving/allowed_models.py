@@ -8,6 +8,7 @@ and "*" allows any model.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 from collections.abc import Callable, Mapping
@@ -66,8 +67,19 @@ class LoadFailures:
 
 
 def _resident() -> int:
-    """This process's resident memory (RSS), in bytes."""
+    """This process's resident memory (RSS), in bytes, once the allocator has handed back what it freed."""
+    _release_freed_memory()
     return psutil.Process().memory_info().rss
+
+
+def _release_freed_memory() -> None:
+    """Hand the C allocator's free pages back to the system (glibc's malloc_trim). A load makes
+    temporaries (fp32 weights before int8 rounding, a converted file's tensors) that glibc keeps for
+    reuse once freed; trimmed, the server's resident size is what its models hold."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+        pass
 
 
 class PairShelf:
