@@ -9,9 +9,10 @@ from app_pages import ui
 from app_pages.student import md_escape
 from specdec.config import Settings
 from specdec.measure import drafter_race, timing
-from specdec.models.pair import NGRAM, ModelPair
+from specdec.models.pair import ModelPair
 from specdec.paths import ASSETS
 from specdec.views import charts
+from specdec.views.memory import memory_line
 from specdec.views.stepper import ACCEPTED, BONUS, RESAMPLED
 from specdec.views.tokens import token_label
 
@@ -38,9 +39,9 @@ EARLY_EXIT_WORDS = (
     "and output head. Verification runs every layer. The draft's layers *are* the target's first layers, "
     "so their keys and values for every verified token are already in the target's KV cache. The draft "
     "reads that one cache and writes its drafts into it; they are cut off again before the target "
-    "verifies. The cache is never held twice. (With an fp32 target on a CPU, a drafted token goes through "
-    "a copy of those L layers rounded to int8: reading the weights is what a token costs there, and int8 "
-    "is a quarter of fp32's bytes. It changes q, never the verified entries in the cache.)"
+    "verifies. The cache is never held twice. With an fp32 target on a CPU, a drafted token goes through "
+    "a copy of those L layers rounded to int8. Reading the weights is what a token costs there, and int8 "
+    "is a quarter of fp32's bytes. The rounding changes q, never the verified entries in the cache."
 )
 EXIT_ADAPTER_WORDS = (
     "Untrained (`early:L`, the *early exit* lane above), layer L's state is not what the output head was "
@@ -211,16 +212,6 @@ def feature_head() -> None:
     st.graphviz_chart(FEATURE_HEAD_PICTURE, width="stretch" if ui.presenter() else "content")
 
 
-def memory_line(added: dict[str, int], target: str) -> str:
-    """What each load added to this server's resident memory, as measured when it loaded."""
-    if target not in added:
-        return ""
-    parts = [f"the target {added[target] / 2**20:,.0f} MiB"] + [
-        f"{name} +{size / 2**20:,.0f} MiB" for name, size in added.items() if name not in (target, NGRAM)]
-    return ("**Memory on this server**, the resident size measured before and after each load: "
-            + "; ".join(parts) + ". A drafter not loaded here yet is not listed; race it to measure it.")
-
-
 def early_exit(pair: ModelPair) -> None:
     st.header("The target's own early layers as the draft")
     st.markdown(EARLY_EXIT_WORDS)
@@ -229,7 +220,8 @@ def early_exit(pair: ModelPair) -> None:
     if depth > 1:
         layer = min(drafter_race.RACED_EXIT_LAYER, depth - 1)
         ui.chart(charts.early_exit_chart(depth, layer), key="_va_exit_picture")
-    if line := memory_line(ui.pair_shelf().resident_added, pair.target.name):
+    shelf = ui.pair_shelf()
+    if line := memory_line(shelf.resident_added, pair.target.name, shelf.own_bytes):
         ui.note(line)
 
 

@@ -9,7 +9,8 @@ tree) once each page has loaded its models. docs/howto/own-pair-and-gpu.md quote
 --drafters switches through those instead, in that order (start with ngram: the target alone).
 --in-process loads them in this process through the server's own PairShelf, without the app or a
 browser, runs each on a short prompt (the first run pages the target's weights in, as a server's first
-session does), and prints the resident size after each and what each load added (PairShelf.resident_added).
+session does), and prints the resident size after each and what each load added (PairShelf.resident_added;
+for an early exit, the bytes of its own tensors beside it).
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def in_process(switches: list[str]) -> int:
         pair = shelf.get(BUNDLED_TARGET, drafter)
         generate(pair, pair.encode_prompt("def add(a, b):", chat=False), settings)
         print(f"after {drafter} and a run: {resident_mib(psutil.Process()):,.0f} MiB", flush=True)
+    own = shelf.own_bytes
     for name, size in shelf.resident_added.items():
-        print(f"{name}: +{size / 2**20:,.1f} MiB")
+        counted = f" (its own tensors: {own[name] / 2**20:,.1f} MiB)" if name in own else ""
+        print(f"{name}: +{size / 2**20:,.1f} MiB{counted}")
     return 0
 
 

@@ -99,6 +99,9 @@ class PairShelf:
         # What each load added to this process's resident memory, in bytes, measured before and after
         # it (the target, then each drafter by the name it was asked for): what hosting it costs.
         self._resident_added: dict[str, int] = {}
+        # What a drafter that can count its own tensors holds (an early exit: models.exit_files), in
+        # bytes: exact, where a resident size read while other sessions run can be some MiB off.
+        self._own_bytes: dict[str, int] = {}
 
     def get(self, target: str, drafter: str) -> ModelPair:
         with self._lock:
@@ -112,7 +115,10 @@ class PairShelf:
                 before = _resident()
                 self._pairs[drafter] = self._latest = self._latest.with_drafter(drafter)
                 self._after_load()
-                self._resident_added.setdefault(drafter.removeprefix(LOOKUP_FIRST), _resident() - before)
+                name = drafter.removeprefix(LOOKUP_FIRST)
+                self._resident_added.setdefault(name, _resident() - before)
+                if (own := getattr(self._latest.exit, "own_bytes", None)) is not None:
+                    self._own_bytes.setdefault(name, own)
             return self._pairs[drafter]
 
     @property
@@ -121,6 +127,12 @@ class PairShelf:
         "ngram+" under its own name: its first load is what counts), the current target's first."""
         with self._lock:
             return dict(self._resident_added)
+
+    @property
+    def own_bytes(self) -> dict[str, int]:
+        """Bytes of its own tensors, by drafter name, for each loaded drafter that counts them."""
+        with self._lock:
+            return dict(self._own_bytes)
 
     def clear(self) -> None:
         """Drop every model: the next request loads afresh."""
@@ -137,6 +149,7 @@ class PairShelf:
         self._latest = None
         self._pairs.clear()
         self._resident_added.clear()
+        self._own_bytes.clear()
         # The loaded models were frozen out of the collector (_after_load); unfreeze them so the
         # dropped target's cycles can be collected, then collect now rather than at some later run.
         gc.unfreeze()

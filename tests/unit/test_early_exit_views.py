@@ -9,6 +9,7 @@ import pytest
 from specdec.errors import SpecDecError
 from specdec.serving.allowed_models import PairShelf, allowed_models, check_allowed
 from specdec.views.charts import early_exit_chart
+from specdec.views.memory import memory_line
 
 
 @pytest.mark.parametrize(("depth", "layer", "adapter"), [(30, 4, True), (30, 8, False), (3, 2, True)])
@@ -46,9 +47,9 @@ def test_the_shelf_keeps_what_each_load_added_to_resident_memory():
             ballast.append(mmap.mmap(-1, 40 * 2**20) if first else bytearray())
             for page in range(0, len(ballast[-1]), 4096):  # touched, so it is resident
                 ballast[-1][page] = 1
-            return Pair(target=self.target, drafter=drafter)
+            return Pair(target=self.target, drafter=drafter, exit=None)
 
-    shelf = PairShelf(lambda name: Pair(target=SimpleNamespace(name=name)))
+    shelf = PairShelf(lambda name: Pair(target=SimpleNamespace(name=name), exit=None))
     shelf.get("t", "ngram+big")
     shelf.get("t", "big")  # the same model behind lookup and alone: its first load counts
     shelf.get("t", "ngram")
@@ -56,8 +57,26 @@ def test_the_shelf_keeps_what_each_load_added_to_resident_memory():
     assert list(added) == ["t", "big", "ngram"]
     assert 35 * 2**20 < added["big"] < 60 * 2**20
     assert abs(added["ngram"]) < 5 * 2**20
+    assert shelf.own_bytes == {}  # no drafter here counts its own tensors
     shelf.clear()
     assert shelf.resident_added == {}
+
+
+def test_the_shelf_keeps_an_exits_count_of_its_own_tensors_beside_the_measured_figure():
+    class Pair(SimpleNamespace):
+        def with_drafter(self, drafter):
+            exit = SimpleNamespace(own_bytes=25 * 2**20) if drafter.endswith("exit") else None
+            return Pair(target=self.target, exit=exit)
+
+    shelf = PairShelf(lambda name: Pair(target=SimpleNamespace(name=name), exit=None))
+    shelf.get("t", "ngram+my-exit")
+    shelf.get("t", "draft")
+    assert shelf.own_bytes == {"my-exit": 25 * 2**20}
+    line = memory_line(shelf.resident_added, "t", shelf.own_bytes)
+    assert "my-exit +" in line and "(its own tensors: 25 MiB)" in line
+    assert "draft +" in line and line.count("its own tensors") == 1
+    shelf.clear()
+    assert shelf.own_bytes == {}
 
 
 def test_in_your_stack_says_which_engines_run_an_early_exit():
