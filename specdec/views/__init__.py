@@ -13,5 +13,6 @@
     tree_view.py     a tree round: each node's verdict, its place in a drawing, the attention mask, the
                      sibling-by-sibling test as steps
     class_questions.py  the questions the lesson puts to the whole room, and their measured answers
+    memory.py        the server's memory per load, in words (Variants)
     charts/          chart builders, one module per page: records in, figures out
 """

@@ -126,14 +126,15 @@ def how_fast_rows(readme: str) -> list[list[str]]:
 
 
 def readme_mismatches(readme: str, found: dict[str, dict]) -> list[str]:
-    """Each README speed figure against its report (the row's commit and T name it): what differs."""
+    """Each README speed figure against its report (the row's commit and T name it, among the reports
+    that ran the default drafter): what differs."""
     problems, rows = [], how_fast_rows(readme)
     if not rows:
         return ["no How fast table"]
     for row in rows:
         date, _, commit, temperature, *ratios = row
         matches = [r for r in found.values() if r.get("provenance", {}).get("commit") == commit
-                   and float(r.get("temperature", 0.0)) == float(temperature)]
+                   and float(r.get("temperature", 0.0)) == float(temperature) and r.get("default_method")]
         if len(matches) != 1:
             problems.append(f"{date} {commit} T = {temperature}: {len(matches)} reports match")
             continue
