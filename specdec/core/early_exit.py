@@ -99,8 +99,9 @@ def shallow_layers(decoder: nn.Module, cache: DynamicCache, token_id: int, layer
 class EarlyExitDrafter:
     """The target's first L layers, an optional trained adapter, and the target's norm and head.
 
-    It holds no weights and no cache for layers 1..L: it runs the target's modules on the run's target
-    cache (`target`, a CachedModel), and its only cache is the adapter's. The adapter keeps its entries
+    It holds no cache for layers 1..L: it runs them on the run's target cache (`target`, a CachedModel),
+    through the target's own modules (or a rounded copy the loader hands it as `shallow`), and its only
+    cache is the adapter's. The adapter keeps its entries
     for the drafts that survive: it fed them itself, through layers 1..L on the target's cache. For the
     positions it never fed (the prompt; the last draft when every draft survives) it reads the target's
     hidden state after layer L, which the target keeps at every verified position (`keep_layer`).

@@ -115,15 +115,15 @@ class ModelPair:
     def _exit_drafter(self, target: CachedModel) -> EarlyExitDrafter:
         """The early exit on the run's target cache, with its steps by hand where the kernels have them;
         it drafts through its int8 copy of the shallow layers where the loader made one."""
-        exit, adapter = self.exit, self.exit.adapter
+        loaded, adapter = self.exit, self.exit.adapter
         decoder = self.target.model.get_decoder()
-        rounded = exit.drafting_layers
+        rounded = loaded.drafting_layers
         shallow = None
         if rounded is not None or steps_by_hand(self.target.model):
-            drafting = rounded if rounded is not None else decoder.layers[: exit.layers]
+            drafting = rounded if rounded is not None else decoder.layers[: loaded.layers]
             shallow = partial(shallow_step, decoder, drafting)
         by_hand = adapter is not None and not library_steps_asked()
-        return EarlyExitDrafter(target, exit.layers, exit.reduced, adapter, exit.name,
+        return EarlyExitDrafter(target, loaded.layers, loaded.reduced, adapter, loaded.name,
                                 step=partial(embedded_step, adapter.decoder) if by_hand else None,
                                 shallow=shallow, linear=linear_kind(rounded) if rounded is not None else None)
 
