@@ -151,11 +151,7 @@ class Int8Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _plain_weight_needed(self, x):
             return nn.Linear.forward(self, x)
-        weight, scales = _reordered(self, INT8)
-        out = torch._weight_int8pack_mm(x.reshape(-1, x.shape[-1]).bfloat16(), weight, scales).to(x.dtype)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return _int8_product(self, x, *_reordered(self, INT8))
 
 
 class Int8OnlyLinear(nn.Linear):
@@ -165,11 +161,16 @@ class Int8OnlyLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and x.requires_grad:
             raise RuntimeError("an int8-only layer kept no weights to train")
-        rows = x.reshape(-1, x.shape[-1]).bfloat16()
-        out = torch._weight_int8pack_mm(rows, self.int8_rows, self.int8_scales).to(x.dtype)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return _int8_product(self, x, self.int8_rows, self.int8_scales)
+
+
+def _int8_product(layer: nn.Linear, x: torch.Tensor, rows: torch.Tensor, scales: torch.Tensor
+                  ) -> torch.Tensor:
+    """x (..., in) times the layer's int8 `rows` and bf16 `scales`, multiplied in bf16, plus its bias."""
+    out = torch._weight_int8pack_mm(x.reshape(-1, x.shape[-1]).bfloat16(), rows, scales).to(x.dtype)
+    if layer.bias is not None:
+        out = out + layer.bias
+    return out.reshape(*x.shape[:-1], layer.out_features)
 
 
 def keep_int8_only(model: nn.Module) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -170,5 +170,5 @@ def _rounded(loaded: LoadedExit, target: LoadedModel) -> LoadedExit:
     for module in (loaded.adapter, loaded.reduced.layer if loaded.reduced is not None else None):
         if module is not None:
             keep_int8_only(module)
-    return LoadedExit(loaded.name, loaded.layers, loaded.adapter, loaded.reduced, drafting)
+    return replace(loaded, drafting_layers=drafting)
 
