@@ -72,7 +72,7 @@ TOKEN_CSS = """
 .sd-cell.sd-read {background: #bbdefb; border-color: #1565c0;}
 .sd-cell.sd-drafted {background: #e1bee7; border-color: #8e24aa;}
 .sd-cell.sd-unfed {background: #fff; border-style: dashed; border-color: #8e24aa;}
-.sd-cell.sd-sibling {background: #f3e5f5; border-style: dotted; border-color: #8e24aa;}
+.sd-cell.sd-branch {background: #f3e5f5; border-style: dotted; border-color: #8e24aa;}
 .sd-cell.sd-dropped {opacity: 0.35; text-decoration: line-through;}
 </style>
 """
@@ -233,7 +233,7 @@ def output_line(tokens: list[OutputToken], new_round: int | None = None) -> str:
 
 def cache_strip(rows: list[CacheRow], label) -> str:
     """The KV caches as rows of cells (see specdec.views.kvcache); `label(token_id)` names drafted tokens."""
-    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", OTHER_BRANCH: "sd-sibling"}
+    kinds = {READ: "sd-read", DRAFT: "sd-drafted", NOT_FED: "sd-unfed", OTHER_BRANCH: "sd-branch"}
     meaning = {READ: "read this round", DRAFT: "a drafted token", NOT_FED: "proposed, never fed",
                OTHER_BRANCH: "a candidate of the tree off the accepted path, beside the one at this position"}
     lines = []
@@ -254,7 +254,7 @@ def cache_strip(rows: list[CacheRow], label) -> str:
         '<div class="sd-legend">'
         + "".join(f'<span class="sd-cell {c}">{n}</span> ' for c, n in (
             ("sd-read", "read this round"), ("sd-drafted", "drafted"), ("sd-unfed", "proposed, never fed"),
-            ("sd-sibling", "other branch"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
+            ("sd-branch", "other branch"), ("sd-drafted sd-dropped", "dropped by the roll-back")))
         + "</div>"
     )
     return f'<div class="sd-cache">{"".join(lines)}{key}</div>'
